@@ -1,0 +1,249 @@
+//! The canonical history: every message of a session with the sidecars the model must not see.
+//!
+//! The canonical history is append-only from the engine's point of view and is never rewritten for
+//! a provider (invariant 1). Providers get a projection built by `engine::outbound`, the only
+//! function that turns history into provider input. These types derive serde so the store can
+//! persist them unchanged; they are a storage shape, not a wire shape.
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use crate::protocol::NoticeKind;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+    Tool,
+    /// Shown to the user and persisted, never sent to a model.
+    Notice,
+}
+
+/// Who put a message into the history. A sidecar: never sent to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// Typed by the user as a prompt.
+    User,
+    /// Typed by the user while a turn was running and injected at a safe point.
+    Steering,
+    /// Written by the engine for the model (repeated-call warnings and similar reminders).
+    Reminder,
+    /// Produced by the model.
+    Model,
+    /// Produced by a tool.
+    Tool,
+    /// Written by the engine for the user (notices).
+    Engine,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Part {
+    Text { text: String },
+    Image { mime_type: String, data: String },
+}
+
+/// One tool call as the model made it. `arguments` is the raw JSON text the model produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallRecord {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+    /// Provider-private extras, keys start with `_<provider kind>.`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extras: BTreeMap<String, Value>,
+}
+
+/// How a tool result came about; the model sees only the text, the user sees the status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultStatus {
+    Completed,
+    Failed,
+    Denied,
+    Interrupted,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultRecord {
+    pub tool_call_id: String,
+    pub name: String,
+    pub status: ResultStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageRecord {
+    /// The model id that produced this usage, so totals stay right across switches.
+    pub model: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+}
+
+/// Sidecars: data about a message that no model ever sees.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageMeta {
+    /// Milliseconds since the Unix epoch.
+    pub ts: u64,
+    pub source: Source,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// User-only display metadata (for example the editor selection a prompt came with).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<Value>,
+    /// The model's reasoning text, shown to the user, not sent back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageRecord>,
+    /// Provider-private extras (keys start with `_`), reattached only by the provider that owns them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extras: BTreeMap<String, Value>,
+    /// The tool call diff shown to the user, kept for display on reload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub id: String,
+    pub role: Role,
+    pub parts: Vec<Part>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_result: Option<ToolResultRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<NoticeKind>,
+    pub meta: MessageMeta,
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+pub fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
+
+impl MessageMeta {
+    pub fn new(source: Source, turn_id: Option<&str>) -> Self {
+        MessageMeta {
+            ts: now_ms(),
+            source,
+            turn_id: turn_id.map(str::to_owned),
+            display: None,
+            reasoning: None,
+            usage: None,
+            extras: BTreeMap::new(),
+            diff: None,
+        }
+    }
+}
+
+impl Message {
+    pub fn user(parts: Vec<Part>, source: Source, turn_id: Option<&str>) -> Self {
+        Message {
+            id: new_id("m"),
+            role: Role::User,
+            parts,
+            tool_calls: Vec::new(),
+            tool_result: None,
+            notice: None,
+            meta: MessageMeta::new(source, turn_id),
+        }
+    }
+
+    pub fn assistant(text: String, tool_calls: Vec<ToolCallRecord>, turn_id: &str) -> Self {
+        let parts = if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![Part::Text { text }]
+        };
+        Message {
+            id: new_id("m"),
+            role: Role::Assistant,
+            parts,
+            tool_calls,
+            tool_result: None,
+            notice: None,
+            meta: MessageMeta::new(Source::Model, Some(turn_id)),
+        }
+    }
+
+    pub fn tool_result(
+        call: &ToolCallRecord,
+        status: ResultStatus,
+        text: String,
+        turn_id: &str,
+    ) -> Self {
+        Message {
+            id: new_id("m"),
+            role: Role::Tool,
+            parts: vec![Part::Text { text }],
+            tool_calls: Vec::new(),
+            tool_result: Some(ToolResultRecord {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                status,
+            }),
+            notice: None,
+            meta: MessageMeta::new(Source::Tool, Some(turn_id)),
+        }
+    }
+
+    pub fn notice(kind: NoticeKind, text: String, turn_id: Option<&str>) -> Self {
+        Message {
+            id: new_id("m"),
+            role: Role::Notice,
+            parts: vec![Part::Text { text }],
+            tool_calls: Vec::new(),
+            tool_result: None,
+            notice: Some(kind),
+            meta: MessageMeta::new(Source::Engine, turn_id),
+        }
+    }
+
+    /// All text parts joined, for display and for providers that take plain strings.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for part in &self.parts {
+            if let Part::Text { text } = part {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+
+    pub fn image_count(&self) -> usize {
+        self.parts
+            .iter()
+            .filter(|p| matches!(p, Part::Image { .. }))
+            .count()
+    }
+}
+
+/// Tool call ids in `history` that have no tool result yet, in call order.
+///
+/// The engine keeps this empty at every turn end (invariant 2); tests and recovery use it to check.
+pub fn orphan_tool_calls(history: &[Message]) -> Vec<String> {
+    let mut open: Vec<String> = Vec::new();
+    for message in history {
+        for call in &message.tool_calls {
+            open.push(call.id.clone());
+        }
+        if let Some(result) = &message.tool_result {
+            open.retain(|id| id != &result.tool_call_id);
+        }
+    }
+    open
+}

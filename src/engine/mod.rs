@@ -1,0 +1,45 @@
+//! The engine: the turn loop and everything it needs that is not a transport.
+//!
+//! The engine never sees JSON-RPC ids or transport types. It reads and appends the session's
+//! canonical history, asks providers for completions through the outbound projection, asks the
+//! user through pending requests, runs tools, and announces what happened as [`Event`]s.
+//!
+//! [`Event`]: crate::protocol::Event
+
+pub mod history;
+pub mod outbound;
+pub mod turn;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::providers::ProviderRegistry;
+
+/// What every session of one server shares: configuration, providers, and client abilities.
+pub struct EngineContext {
+    pub config: Arc<Config>,
+    pub providers: ProviderRegistry,
+    /// Whether a client is connected that can answer approvals and questions. When false, every
+    /// approval resolves to deny (default deny) and questions get an error result.
+    client_can_answer: AtomicBool,
+}
+
+impl EngineContext {
+    pub fn new(config: Config) -> Arc<Self> {
+        let providers = ProviderRegistry::from_config(&config);
+        Arc::new(EngineContext {
+            config: Arc::new(config),
+            providers,
+            client_can_answer: AtomicBool::new(true),
+        })
+    }
+
+    pub fn client_can_answer(&self) -> bool {
+        self.client_can_answer.load(Ordering::SeqCst)
+    }
+
+    pub fn set_client_can_answer(&self, value: bool) {
+        self.client_can_answer.store(value, Ordering::SeqCst);
+    }
+}

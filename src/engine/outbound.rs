@@ -1,0 +1,163 @@
+//! The outbound projection: the one function that turns canonical history into provider input.
+//!
+//! Everything a provider ever sees passes through [`project`]. It drops notices and every
+//! sidecar, keeps provider-private extras only for the provider that owns them, degrades images
+//! the active model cannot take (in the view only, so a switch back restores them), and appends
+//! the per-turn context to the last user message at send time without persisting it.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::history::{Message, Part, Role};
+use crate::providers::{OutboundMessage, OutboundPart, OutboundToolCall};
+
+/// What the projection needs to know about the request it is building.
+pub struct ProjectionContext<'a> {
+    /// The provider kind the request goes to; extras keyed `_<kind>.` are kept, others dropped.
+    pub provider_kind: &'a str,
+    /// The client-facing model id, for the image placeholder text.
+    pub model_id: &'a str,
+    pub vision: bool,
+    /// Per-turn context (mode reminder, workspace roots), appended to the last user message.
+    pub turn_context: Option<&'a str>,
+}
+
+fn owned_extras(extras: &BTreeMap<String, Value>, provider_kind: &str) -> BTreeMap<String, Value> {
+    let prefix = format!("_{provider_kind}.");
+    extras
+        .iter()
+        .filter(|(k, _)| k.starts_with(&prefix))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn project_parts(parts: &[Part], ctx: &ProjectionContext<'_>) -> Vec<OutboundPart> {
+    parts
+        .iter()
+        .map(|part| match part {
+            Part::Text { text } => OutboundPart::Text(text.clone()),
+            Part::Image { mime_type, data } if ctx.vision => OutboundPart::Image {
+                mime_type: mime_type.clone(),
+                data: data.clone(),
+            },
+            Part::Image { mime_type, .. } => OutboundPart::Text(format!(
+                "[an image ({mime_type}) was attached here; the current model {} cannot view images]",
+                ctx.model_id
+            )),
+        })
+        .collect()
+}
+
+/// Build the provider view of `history`.
+pub fn project(history: &[Message], ctx: &ProjectionContext<'_>) -> Vec<OutboundMessage> {
+    let mut out = Vec::with_capacity(history.len());
+    for message in history {
+        match message.role {
+            Role::Notice => {}
+            Role::User => out.push(OutboundMessage::User {
+                parts: project_parts(&message.parts, ctx),
+            }),
+            Role::Assistant => out.push(OutboundMessage::Assistant {
+                text: message.text(),
+                tool_calls: message
+                    .tool_calls
+                    .iter()
+                    .map(|c| OutboundToolCall {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                        extras: owned_extras(&c.extras, ctx.provider_kind),
+                    })
+                    .collect(),
+                extras: owned_extras(&message.meta.extras, ctx.provider_kind),
+            }),
+            Role::Tool => {
+                if let Some(result) = &message.tool_result {
+                    out.push(OutboundMessage::Tool {
+                        tool_call_id: result.tool_call_id.clone(),
+                        name: result.name.clone(),
+                        content: message.text(),
+                    });
+                }
+            }
+        }
+    }
+    if let Some(context) = ctx.turn_context {
+        if let Some(OutboundMessage::User { parts }) = out
+            .iter_mut()
+            .rev()
+            .find(|m| matches!(m, OutboundMessage::User { .. }))
+        {
+            parts.push(OutboundPart::Text(context.to_owned()));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::history::{NoticeKind, ResultStatus, Source, ToolCallRecord};
+
+    fn ctx(vision: bool) -> ProjectionContext<'static> {
+        ProjectionContext {
+            provider_kind: "openai",
+            model_id: "m",
+            vision,
+            turn_context: Some("<context>roots</context>"),
+        }
+    }
+
+    #[test]
+    fn drops_notices_and_foreign_extras_and_adds_context() {
+        let mut call = ToolCallRecord {
+            id: "c1".into(),
+            name: "read_file".into(),
+            arguments: "{}".into(),
+            extras: BTreeMap::new(),
+        };
+        call.extras.insert("_anthropic.sig".into(), Value::from("x"));
+        call.extras.insert("_openai.k".into(), Value::from("y"));
+        let history = vec![
+            Message::user(vec![Part::Text { text: "hi".into() }], Source::User, None),
+            Message::assistant("ok".into(), vec![call.clone()], "t"),
+            Message::tool_result(&call, ResultStatus::Completed, "data".into(), "t"),
+            Message::notice(NoticeKind::Interrupted, "stopped".into(), None),
+        ];
+        let out = project(&history, &ctx(false));
+        assert_eq!(out.len(), 3);
+        match &out[0] {
+            OutboundMessage::User { parts } => {
+                assert_eq!(parts.last(), Some(&OutboundPart::Text("<context>roots</context>".into())))
+            }
+            other => panic!("{other:?}"),
+        }
+        match &out[1] {
+            OutboundMessage::Assistant { tool_calls, .. } => {
+                assert!(tool_calls[0].extras.contains_key("_openai.k"));
+                assert!(!tool_calls[0].extras.contains_key("_anthropic.sig"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // The canonical history is untouched.
+        assert_eq!(history[0].parts.len(), 1);
+    }
+
+    #[test]
+    fn images_degrade_only_in_the_view() {
+        let history = vec![Message::user(
+            vec![Part::Image {
+                mime_type: "image/png".into(),
+                data: "AAAA".into(),
+            }],
+            Source::User,
+            None,
+        )];
+        let blind = project(&history, &ctx(false));
+        let seeing = project(&history, &ctx(true));
+        assert!(matches!(&blind[0], OutboundMessage::User { parts } if matches!(&parts[0], OutboundPart::Text(t) if t.contains("cannot view images"))));
+        assert!(matches!(&seeing[0], OutboundMessage::User { parts } if matches!(&parts[0], OutboundPart::Image { .. })));
+        assert!(matches!(history[0].parts[0], Part::Image { .. }));
+    }
+}

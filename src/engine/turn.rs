@@ -1,0 +1,1219 @@
+//! The turn loop: request, stream, authorize, execute, commit, repeat until the model stops.
+//!
+//! One turn runs as its own task so the session actor keeps reading control messages. The loop
+//! keeps these rules (numbers refer to ARCHITECTURE.md's invariants):
+//! - every assistant tool call gets exactly one result, whatever ends the turn (2);
+//! - all calls of one assistant message are authorized in call order before any of them runs;
+//!   then contiguous runs of low-risk calls run concurrently and every other call runs alone,
+//!   and results are committed in call order (3);
+//! - a stop is honoured in every await: the stream, an approval or question, a running tool,
+//!   and between iterations (5);
+//! - steering is injected only at safe points and never starts a new turn (6);
+//! - each message is committed before the event that announces it (8);
+//! - repeated identical calls earn the model a warning, not a hard stop, and the iteration cap
+//!   is the last guard (9).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::history::{Message, NoticeKind, Part, ResultStatus, Source, ToolCallRecord, UsageRecord};
+use super::outbound::{project, ProjectionContext};
+use crate::permissions::{self, suggested_prefix, Verdict};
+use crate::protocol::{
+    ApprovalOption, Decision, DiffEntry, Event, Mode, ToolStatus, TurnEndReason, TurnError,
+};
+use crate::providers::{Chunk, FinishReason, Provider, ProviderError, ProviderRequest, ToolSpec};
+use crate::session::{lock, PendingKind, PendingRequest, Resolution, SessionShared};
+use crate::tools::fs::{apply_edit, plan_edit, plan_write, PlannedEdit, ToolOutcome};
+use crate::tools::shell::{self, ShellRequest};
+use crate::tools::{meta_for, parse_args, run_read_only, Risk, ToolArgs, TOOLS};
+use crate::workspace::diff::FileDiff;
+
+/// Identical consecutive calls that earn the model a warning.
+const REPEAT_THRESHOLD: u32 = 3;
+/// Warnings injected per turn at most; after that the loop relies on the iteration cap.
+const MAX_WARNINGS_PER_TURN: u32 = 3;
+
+const BASE_SYSTEM_PROMPT: &str = "You are tandem, a coding agent working inside the user's editor. \
+You can read and search the workspace, propose file edits (the user reviews each diff), run shell \
+commands (the user approves them), ask the user questions, and propose plans. Paths are relative to \
+the workspace root. Prefer small, reviewable edits. When you are done, say briefly what you changed.";
+
+enum Outcome {
+    /// The model stopped and no steering was queued; steering is already closed.
+    Completed,
+    Interrupted,
+    Error(ProviderError),
+    MaxIterations,
+}
+
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+enum StreamOutcome {
+    Finished {
+        text: String,
+        reasoning: String,
+        calls: Vec<PartialCall>,
+        finish: Option<FinishReason>,
+        usage: Option<crate::providers::Usage>,
+        early: HashMap<usize, JoinHandle<ToolOutcome>>,
+    },
+    Cancelled {
+        text: String,
+        reasoning: String,
+    },
+    Failed {
+        text: String,
+        reasoning: String,
+        error: ProviderError,
+    },
+}
+
+/// What phase A decided for one call.
+enum Prepared {
+    /// Run it; `plan` is set for edits, `edited` when the user supplied their own content.
+    Run {
+        args: ToolArgs,
+        risk: Risk,
+        plan: Option<PlannedEdit>,
+        edited: Option<String>,
+    },
+    /// Never run; commit this result.
+    Done { status: ResultStatus, text: String },
+}
+
+struct Turn {
+    session: Arc<SessionShared>,
+    turn_id: String,
+    cancel: CancellationToken,
+    /// Calls already announced with a `toolCall` event (early-started reads).
+    announced: Vec<String>,
+    repeat_signature: Option<String>,
+    repeat_streak: u32,
+    warnings: u32,
+}
+
+/// Run one turn to its end. The user message is already in history (the actor put it there).
+pub async fn run_turn(session: Arc<SessionShared>, turn_id: String, cancel: CancellationToken) {
+    let model = lock(&session.state).model.clone();
+    session.emit(Some(&turn_id), Event::TurnStarted { model });
+    let mut turn = Turn {
+        session,
+        turn_id,
+        cancel,
+        announced: Vec::new(),
+        repeat_signature: None,
+        repeat_streak: 0,
+        warnings: 0,
+    };
+    let outcome = turn.run().await;
+    turn.end(outcome);
+}
+
+impl Turn {
+    fn emit(&self, event: Event) {
+        self.session.emit(Some(&self.turn_id), event);
+    }
+
+    async fn run(&mut self) -> Outcome {
+        let system = self.system_prompt().await;
+        let max_iterations = self.session.engine.config.max_iterations;
+        let mut iteration: u32 = 0;
+        loop {
+            if self.cancel.is_cancelled() {
+                return Outcome::Interrupted;
+            }
+            iteration += 1;
+            if iteration > max_iterations {
+                return Outcome::MaxIterations;
+            }
+            let (model_id, mode) = {
+                let state = lock(&self.session.state);
+                (state.model.clone(), state.mode)
+            };
+            let config = &self.session.engine.config;
+            let Some(model) = config.model(&model_id).cloned() else {
+                return Outcome::Error(ProviderError::new(
+                    format!("model {model_id} is not configured any more; switch to a configured model"),
+                    false,
+                ));
+            };
+            let Some(provider) = self.session.engine.providers.get(&model.provider) else {
+                return Outcome::Error(ProviderError::new(
+                    format!("provider {} of model {model_id} is not configured", model.provider),
+                    false,
+                ));
+            };
+            let request =
+                self.build_request(&system, &model_id, &model.name, model.vision, model.max_output_tokens, mode, provider.kind());
+            match self.stream(provider.as_ref(), request, mode).await {
+                StreamOutcome::Cancelled { text, reasoning } => {
+                    self.commit_partial(text, reasoning);
+                    return Outcome::Interrupted;
+                }
+                StreamOutcome::Failed {
+                    text,
+                    reasoning,
+                    error,
+                } => {
+                    self.commit_partial(text, reasoning);
+                    return Outcome::Error(error);
+                }
+                StreamOutcome::Finished {
+                    text,
+                    reasoning,
+                    calls,
+                    finish,
+                    usage,
+                    early,
+                } => {
+                    let records: Vec<ToolCallRecord> = calls
+                        .into_iter()
+                        .map(|c| ToolCallRecord {
+                            id: c.id,
+                            name: c.name,
+                            arguments: c.arguments,
+                            extras: Default::default(),
+                        })
+                        .collect();
+                    self.commit_assistant(&model_id, text, reasoning, records.clone(), usage);
+                    if records.is_empty() {
+                        if finish == Some(FinishReason::Length) {
+                            self.notice(
+                                NoticeKind::Warning,
+                                "the model's answer was cut at its output limit".to_owned(),
+                            );
+                        }
+                        if self.finish_or_steer() {
+                            return Outcome::Completed;
+                        }
+                        continue;
+                    }
+                    if !self.run_tools(&records, early, mode).await {
+                        return Outcome::Interrupted;
+                    }
+                    self.check_repeats(&records);
+                    self.apply_steering();
+                }
+            }
+        }
+    }
+
+    async fn system_prompt(&self) -> String {
+        // AGENTS.md and CLAUDE.md at the workspace root are project instructions the user wrote
+        // for agents; they join the system prompt. Reads go through the confined workspace.
+        let workspace = self.session.workspace.clone();
+        let files = tokio::task::spawn_blocking(move || {
+            let mut found = Vec::new();
+            for name in ["AGENTS.md", "CLAUDE.md"] {
+                if let Ok(path) = workspace.resolve(name) {
+                    if let Ok(Some(text)) = workspace.read_text_if_exists(&path) {
+                        found.push((name, text));
+                    }
+                }
+            }
+            found
+        })
+        .await
+        .unwrap_or_default();
+        let mut system = BASE_SYSTEM_PROMPT.to_owned();
+        for (name, text) in files {
+            system.push_str(&format!(
+                "\n\n<project-instructions file=\"{name}\">\n{text}\n</project-instructions>"
+            ));
+        }
+        system
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build_request(
+        &self,
+        system: &str,
+        model_id: &str,
+        model_name: &str,
+        vision: bool,
+        max_output_tokens: Option<u64>,
+        mode: Mode,
+        provider_kind: &str,
+    ) -> ProviderRequest {
+        let roots: Vec<String> = self
+            .session
+            .workspace
+            .roots()
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect();
+        let mode_text = match mode {
+            Mode::Ask => "ask: reads run freely; every edit and shell command waits for the user's approval",
+            Mode::AutoEdit => "autoEdit: edits inside the workspace apply without asking; shell commands need approval",
+            Mode::Plan => "plan: you cannot edit files or run commands; investigate, then present a plan with propose_plan",
+            Mode::FullAuto => "fullAuto: edits and commands run without asking; be careful",
+        };
+        let context = format!(
+            "<turn-context>\nWorkspace roots: {}\nPermission mode: {mode_text}\n</turn-context>",
+            roots.join(", ")
+        );
+        let messages = {
+            let state = lock(&self.session.state);
+            project(
+                &state.history,
+                &ProjectionContext {
+                    provider_kind,
+                    model_id,
+                    vision,
+                    turn_context: Some(&context),
+                },
+            )
+        };
+        let tools: Vec<ToolSpec> = TOOLS
+            .iter()
+            .filter(|t| permissions::offered(mode, t))
+            .map(|t| t.spec())
+            .collect();
+        ProviderRequest {
+            model: model_name.to_owned(),
+            system: system.to_owned(),
+            messages,
+            tools,
+            max_output_tokens,
+        }
+    }
+
+    async fn stream(&mut self, provider: &dyn Provider, request: ProviderRequest, mode: Mode) -> StreamOutcome {
+        let mut chunks = provider.stream(request);
+        let mut text = String::new();
+        let mut reasoning = String::new();
+        let mut calls: Vec<PartialCall> = Vec::new();
+        let mut finish = None;
+        let mut usage = None;
+        let mut early: HashMap<usize, JoinHandle<ToolOutcome>> = HashMap::new();
+        // Reads may start while later calls still stream, but only a prefix of low-risk calls:
+        // a read after a write must see the write, so the first other call ends early starts.
+        let mut early_allowed = true;
+        let mut early_checked = 0usize;
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => {
+                    for (_, handle) in early.drain() {
+                        handle.abort();
+                    }
+                    return StreamOutcome::Cancelled { text, reasoning };
+                }
+                next = chunks.next() => next,
+            };
+            match next {
+                None => break,
+                Some(Err(error)) => {
+                    for (_, handle) in early.drain() {
+                        handle.abort();
+                    }
+                    return StreamOutcome::Failed {
+                        text,
+                        reasoning,
+                        error,
+                    };
+                }
+                Some(Ok(chunk)) => match chunk {
+                    Chunk::Text(delta) => {
+                        text.push_str(&delta);
+                        self.emit(Event::AssistantDelta { text: delta });
+                    }
+                    Chunk::Reasoning(delta) => {
+                        reasoning.push_str(&delta);
+                        self.emit(Event::ReasoningDelta { text: delta });
+                    }
+                    Chunk::ToolCallDelta {
+                        index,
+                        id,
+                        name,
+                        arguments,
+                    } => {
+                        while calls.len() <= index {
+                            calls.push(PartialCall {
+                                id: String::new(),
+                                name: String::new(),
+                                arguments: String::new(),
+                            });
+                        }
+                        let call = &mut calls[index];
+                        if let Some(id) = id {
+                            call.id = id;
+                        }
+                        if let Some(name) = name {
+                            call.name.push_str(&name);
+                        }
+                        call.arguments.push_str(&arguments);
+                        // Every call before `index` is complete now.
+                        while early_allowed && early_checked < index {
+                            let i = early_checked;
+                            early_checked += 1;
+                            ensure_id(&mut calls[i]);
+                            match self.start_early(&calls[i], mode) {
+                                Some(handle) => {
+                                    early.insert(i, handle);
+                                }
+                                None => early_allowed = false,
+                            }
+                        }
+                    }
+                    Chunk::Finish(reason) => finish = Some(reason),
+                    Chunk::Usage(u) => usage = Some(u),
+                },
+            }
+        }
+        for call in &mut calls {
+            ensure_id(call);
+        }
+        StreamOutcome::Finished {
+            text,
+            reasoning,
+            calls,
+            finish,
+            usage,
+            early,
+        }
+    }
+
+    /// Start a complete call now if it is a low-risk read allowed without asking.
+    fn start_early(&mut self, call: &PartialCall, mode: Mode) -> Option<JoinHandle<ToolOutcome>> {
+        let meta = meta_for(&call.name)?;
+        if meta.risk != Risk::Low || !permissions::offered(mode, meta) {
+            return None;
+        }
+        let value: Value = serde_json::from_str(arguments_or_empty(&call.arguments)).ok()?;
+        let args = parse_args(&call.name, &value).ok()?;
+        self.announce(&call.id, &call.name, &value, &args);
+        self.emit(Event::ToolCallUpdate {
+            tool_call_id: call.id.clone(),
+            status: ToolStatus::Running,
+            output: None,
+            result: None,
+            diff: None,
+        });
+        Some(tokio::spawn(run_read_only(self.session.workspace.clone(), args)))
+    }
+
+    fn announce(&mut self, id: &str, name: &str, arguments: &Value, args: &ToolArgs) {
+        if self.announced.iter().any(|a| a == id) {
+            return;
+        }
+        self.announced.push(id.to_owned());
+        let kind = meta_for(name).map(|m| m.kind).unwrap_or(crate::protocol::ToolKind::Other);
+        self.emit(Event::ToolCall {
+            tool_call_id: id.to_owned(),
+            name: name.to_owned(),
+            kind,
+            title: args.title(),
+            arguments: arguments.clone(),
+            locations: args.locations(&self.session.workspace),
+        });
+    }
+
+    fn announce_unparsed(&mut self, call: &ToolCallRecord, arguments: &Value) {
+        if self.announced.iter().any(|a| a == &call.id) {
+            return;
+        }
+        self.announced.push(call.id.clone());
+        let kind = meta_for(&call.name).map(|m| m.kind).unwrap_or(crate::protocol::ToolKind::Other);
+        self.emit(Event::ToolCall {
+            tool_call_id: call.id.clone(),
+            name: call.name.clone(),
+            kind,
+            title: call.name.clone(),
+            arguments: arguments.clone(),
+            locations: None,
+        });
+    }
+
+    fn commit_partial(&self, text: String, reasoning: String) {
+        // What the user already saw stays; half-formed tool calls are dropped with the stream.
+        if text.is_empty() && reasoning.is_empty() {
+            return;
+        }
+        let mut message = Message::assistant(text.clone(), Vec::new(), &self.turn_id);
+        if !reasoning.is_empty() {
+            message.meta.reasoning = Some(reasoning.clone());
+        }
+        self.session.commit(message);
+        self.emit(Event::AssistantMessage {
+            text,
+            reasoning: (!reasoning.is_empty()).then_some(reasoning),
+        });
+    }
+
+    fn commit_assistant(
+        &self,
+        model_id: &str,
+        text: String,
+        reasoning: String,
+        calls: Vec<ToolCallRecord>,
+        usage: Option<crate::providers::Usage>,
+    ) {
+        let mut message = Message::assistant(text.clone(), calls, &self.turn_id);
+        if !reasoning.is_empty() {
+            message.meta.reasoning = Some(reasoning.clone());
+        }
+        let usage = usage.map(|u| UsageRecord {
+            model: model_id.to_owned(),
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cached_tokens: u.cached_tokens,
+        });
+        message.meta.usage = usage.clone();
+        self.session.commit(message);
+        self.emit(Event::AssistantMessage {
+            text,
+            reasoning: (!reasoning.is_empty()).then_some(reasoning),
+        });
+        if let Some(u) = usage {
+            self.emit(Event::Usage {
+                model: u.model,
+                input_tokens: u.input_tokens,
+                output_tokens: u.output_tokens,
+                cached_tokens: u.cached_tokens,
+            });
+        }
+    }
+
+    fn notice(&self, kind: NoticeKind, text: String) {
+        self.session
+            .commit(Message::notice(kind, text.clone(), Some(&self.turn_id)));
+        self.emit(Event::Notice { kind, text });
+    }
+
+    fn commit_result(
+        &self,
+        call: &ToolCallRecord,
+        status: ResultStatus,
+        text: String,
+        diff: Option<&FileDiff>,
+    ) {
+        let diff_entries = diff.map(|d| vec![diff_entry(d)]);
+        let mut message = Message::tool_result(call, status, text.clone(), &self.turn_id);
+        if let Some(entries) = &diff_entries {
+            message.meta.diff = serde_json::to_value(entries).ok();
+        }
+        self.session.commit(message);
+        self.emit(Event::ToolCallUpdate {
+            tool_call_id: call.id.clone(),
+            status: match status {
+                ResultStatus::Completed => ToolStatus::Completed,
+                ResultStatus::Failed => ToolStatus::Failed,
+                ResultStatus::Denied => ToolStatus::Denied,
+                ResultStatus::Interrupted => ToolStatus::Interrupted,
+            },
+            output: None,
+            result: Some(text),
+            diff: diff_entries,
+        });
+    }
+
+    fn interrupt_rest(&self, calls: &[ToolCallRecord]) {
+        for call in calls {
+            self.commit_result(
+                call,
+                ResultStatus::Interrupted,
+                "interrupted by user".to_owned(),
+                None,
+            );
+        }
+    }
+
+    /// Authorize every call in order, then execute. Returns false if the turn was stopped; every
+    /// call has a committed result either way.
+    async fn run_tools(
+        &mut self,
+        calls: &[ToolCallRecord],
+        mut early: HashMap<usize, JoinHandle<ToolOutcome>>,
+        mode: Mode,
+    ) -> bool {
+        // Phase A: authorize in call order. Nothing runs yet except early-started reads.
+        let mut prepared: Vec<Prepared> = Vec::with_capacity(calls.len());
+        for (index, call) in calls.iter().enumerate() {
+            if self.cancel.is_cancelled() {
+                abort_all(&mut early);
+                self.interrupt_rest(calls);
+                return false;
+            }
+            match self.authorize(call, mode).await {
+                Some(p) => prepared.push(p),
+                None => {
+                    abort_all(&mut early);
+                    self.interrupt_rest(calls);
+                    let _ = index;
+                    return false;
+                }
+            }
+        }
+
+        // Phase B: execute. Contiguous low-risk runs go concurrently; everything else alone.
+        let mut index = 0;
+        while index < calls.len() {
+            if self.cancel.is_cancelled() {
+                abort_all(&mut early);
+                self.interrupt_rest(&calls[index..]);
+                return false;
+            }
+            let is_low = |p: &Prepared| matches!(p, Prepared::Run { risk: Risk::Low, .. });
+            if is_low(&prepared[index]) {
+                let end = (index..calls.len())
+                    .find(|&j| !is_low(&prepared[j]))
+                    .unwrap_or(calls.len());
+                let mut handles = Vec::with_capacity(end - index);
+                for (offset, slot) in prepared[index..end].iter_mut().enumerate() {
+                    let i = index + offset;
+                    let handle = match early.remove(&i) {
+                        Some(handle) => handle,
+                        None => {
+                            let Prepared::Run { args, .. } = std::mem::replace(
+                                slot,
+                                Prepared::Done {
+                                    status: ResultStatus::Failed,
+                                    text: String::new(),
+                                },
+                            ) else {
+                                continue;
+                            };
+                            self.emit(Event::ToolCallUpdate {
+                                tool_call_id: calls[i].id.clone(),
+                                status: ToolStatus::Running,
+                                output: None,
+                                result: None,
+                                diff: None,
+                            });
+                            tokio::spawn(run_read_only(self.session.workspace.clone(), args))
+                        }
+                    };
+                    handles.push((i, handle));
+                }
+                let mut handles = handles.into_iter();
+                while let Some((i, handle)) = handles.next() {
+                    let abort = handle.abort_handle();
+                    let outcome = tokio::select! {
+                        biased;
+                        _ = self.cancel.cancelled() => None,
+                        joined = handle => Some(joined),
+                    };
+                    match outcome {
+                        None => {
+                            abort.abort();
+                            for (_, rest) in handles.by_ref() {
+                                rest.abort();
+                            }
+                            abort_all(&mut early);
+                            self.interrupt_rest(&calls[i..]);
+                            return false;
+                        }
+                        Some(joined) => {
+                            let outcome = joined.unwrap_or_else(|e| ToolOutcome {
+                                output: format!("the tool crashed: {e}"),
+                                is_error: true,
+                            });
+                            let status = if outcome.is_error {
+                                ResultStatus::Failed
+                            } else {
+                                ResultStatus::Completed
+                            };
+                            self.commit_result(&calls[i], status, outcome.output, None);
+                        }
+                    }
+                }
+                index = end;
+                continue;
+            }
+            let slot = std::mem::replace(
+                &mut prepared[index],
+                Prepared::Done {
+                    status: ResultStatus::Failed,
+                    text: String::new(),
+                },
+            );
+            let call = &calls[index];
+            match slot {
+                Prepared::Done { status, text } => self.commit_result(call, status, text, None),
+                Prepared::Run {
+                    args, plan, edited, ..
+                } => {
+                    if !self.execute_alone(call, args, plan, edited).await {
+                        self.interrupt_rest(&calls[index + 1..]);
+                        return false;
+                    }
+                }
+            }
+            index += 1;
+        }
+        true
+    }
+
+    /// Decide one call. `None` means the turn was stopped while waiting for the user.
+    async fn authorize(&mut self, call: &ToolCallRecord, mode: Mode) -> Option<Prepared> {
+        let value: Value = match serde_json::from_str(arguments_or_empty(&call.arguments)) {
+            Ok(v) => v,
+            Err(e) => {
+                self.announce_unparsed(call, &Value::String(call.arguments.clone()));
+                return Some(Prepared::Done {
+                    status: ResultStatus::Failed,
+                    text: format!(
+                        "the arguments of {} are not valid JSON ({e}); call it again with a JSON object",
+                        call.name
+                    ),
+                });
+            }
+        };
+        let args = match parse_args(&call.name, &value) {
+            Ok(args) => args,
+            Err(text) => {
+                self.announce_unparsed(call, &value);
+                return Some(Prepared::Done {
+                    status: ResultStatus::Failed,
+                    text,
+                });
+            }
+        };
+        self.announce(&call.id, &call.name, &value, &args);
+        let Some(meta) = meta_for(&call.name) else {
+            return Some(Prepared::Done {
+                status: ResultStatus::Failed,
+                text: format!("unknown tool {}", call.name),
+            });
+        };
+        let verdict = {
+            let state = lock(&self.session.state);
+            if permissions::offered(mode, meta) {
+                permissions::evaluate(mode, &state.rules, meta, args.command())
+            } else {
+                permissions::evaluate(Mode::Plan, &state.rules, meta, args.command())
+            }
+        };
+        // Edits are planned now so the approval can show the diff and a bad edit fails early.
+        let plan = match &args {
+            ToolArgs::WriteFile { .. } | ToolArgs::EditFile { .. }
+                if !matches!(verdict, Verdict::Refuse { .. }) =>
+            {
+                match self.plan(args.clone()).await {
+                    Ok(plan) => Some(plan),
+                    Err(text) => {
+                        return Some(Prepared::Done {
+                            status: ResultStatus::Failed,
+                            text,
+                        })
+                    }
+                }
+            }
+            _ => None,
+        };
+        match verdict {
+            Verdict::Allow => Some(Prepared::Run {
+                args,
+                risk: meta.risk,
+                plan,
+                edited: None,
+            }),
+            Verdict::Refuse { reason } => Some(Prepared::Done {
+                status: ResultStatus::Failed,
+                text: reason,
+            }),
+            Verdict::Ask { reason } => {
+                if !self.session.engine.client_can_answer() {
+                    return Some(Prepared::Done {
+                        status: ResultStatus::Denied,
+                        text: "denied: no client is able to answer approvals, so tandem denies by default"
+                            .to_owned(),
+                    });
+                }
+                let (request_id, receiver) =
+                    self.register_pending(PendingKind::Approval, &call.id);
+                let command = args.command().map(str::to_owned);
+                let mut options = vec![
+                    ApprovalOption {
+                        decision: Decision::Once,
+                        label: "Allow once".to_owned(),
+                        command_prefix: None,
+                    },
+                    ApprovalOption {
+                        decision: Decision::AlwaysTool,
+                        label: format!("Always allow {}", call.name),
+                        command_prefix: None,
+                    },
+                ];
+                if let Some(command) = &command {
+                    let prefix = suggested_prefix(command);
+                    if !prefix.is_empty() {
+                        options.push(ApprovalOption {
+                            decision: Decision::AlwaysCommand,
+                            label: format!("Always allow commands starting with `{prefix}`"),
+                            command_prefix: Some(prefix),
+                        });
+                    }
+                }
+                options.push(ApprovalOption {
+                    decision: Decision::Deny,
+                    label: "Deny".to_owned(),
+                    command_prefix: None,
+                });
+                self.emit(Event::ApprovalRequested {
+                    request_id: request_id.clone(),
+                    tool_call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    kind: meta.kind,
+                    title: args.title(),
+                    reason,
+                    arguments: value.clone(),
+                    diff: plan.as_ref().map(|p| vec![diff_entry(&p.diff)]),
+                    cwd: command.as_ref().map(|_| {
+                        self.session.workspace.roots()[0].display().to_string()
+                    }),
+                    command: command.clone(),
+                    options,
+                });
+                let resolution = self.wait_pending(&request_id, receiver).await;
+                let Some(Resolution::Approval {
+                    decision,
+                    message,
+                    edited_content,
+                }) = resolution
+                else {
+                    // Stopped while waiting: the approval is withdrawn.
+                    self.emit(Event::ApprovalResolved {
+                        request_id,
+                        decision: Decision::Deny,
+                    });
+                    return None;
+                };
+                self.emit(Event::ApprovalResolved {
+                    request_id,
+                    decision,
+                });
+                match decision {
+                    Decision::Deny => Some(Prepared::Done {
+                        status: ResultStatus::Denied,
+                        text: match message.filter(|m| !m.trim().is_empty()) {
+                            Some(m) => format!("denied by user: {m}"),
+                            None => "denied by user".to_owned(),
+                        },
+                    }),
+                    Decision::Once | Decision::AlwaysTool | Decision::AlwaysCommand => {
+                        {
+                            let mut state = lock(&self.session.state);
+                            match (decision, &command) {
+                                (Decision::AlwaysTool, _) => {
+                                    if !state.rules.tools.contains(&call.name) {
+                                        state.rules.tools.push(call.name.clone());
+                                    }
+                                }
+                                (Decision::AlwaysCommand, Some(command)) => {
+                                    let prefix = suggested_prefix(command);
+                                    if !prefix.is_empty()
+                                        && !state.rules.command_prefixes.contains(&prefix)
+                                    {
+                                        state.rules.command_prefixes.push(prefix);
+                                    }
+                                }
+                                _ => {}
+                            }
+                        }
+                        let edited = edited_content.filter(|_| plan.is_some());
+                        Some(Prepared::Run {
+                            args,
+                            risk: meta.risk,
+                            plan,
+                            edited,
+                        })
+                    }
+                }
+            }
+        }
+    }
+
+    async fn plan(&self, args: ToolArgs) -> Result<PlannedEdit, String> {
+        let workspace = self.session.workspace.clone();
+        tokio::task::spawn_blocking(move || match args {
+            ToolArgs::WriteFile { path, content } => plan_write(&workspace, &path, &content),
+            ToolArgs::EditFile {
+                path,
+                old_string,
+                new_string,
+                replace_all,
+            } => plan_edit(&workspace, &path, &old_string, &new_string, replace_all),
+            other => Err(format!("internal error: {} is not an edit", other.title())),
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("planning the edit crashed: {e}")))
+    }
+
+    fn register_pending(
+        &self,
+        kind: PendingKind,
+        tool_call_id: &str,
+    ) -> (String, oneshot::Receiver<Resolution>) {
+        let request_id = super::history::new_id("r");
+        let (sender, receiver) = oneshot::channel();
+        lock(&self.session.pending).insert(
+            request_id.clone(),
+            PendingRequest {
+                kind,
+                tool_call_id: tool_call_id.to_owned(),
+                turn_id: self.turn_id.clone(),
+                sender,
+            },
+        );
+        (request_id, receiver)
+    }
+
+    /// Wait for the user, or for a stop. On stop the pending entry is removed so a late answer
+    /// gets `staleApproval`.
+    async fn wait_pending(
+        &self,
+        request_id: &str,
+        receiver: oneshot::Receiver<Resolution>,
+    ) -> Option<Resolution> {
+        let result = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => None,
+            r = receiver => r.ok(),
+        };
+        if result.is_none() {
+            lock(&self.session.pending).remove(request_id);
+        }
+        result
+    }
+
+    /// Execute one non-read call alone. Returns false if the turn was stopped during it (its
+    /// result is committed as interrupted).
+    async fn execute_alone(
+        &mut self,
+        call: &ToolCallRecord,
+        args: ToolArgs,
+        plan: Option<PlannedEdit>,
+        edited: Option<String>,
+    ) -> bool {
+        self.emit(Event::ToolCallUpdate {
+            tool_call_id: call.id.clone(),
+            status: ToolStatus::Running,
+            output: None,
+            result: None,
+            diff: None,
+        });
+        match args {
+            ToolArgs::WriteFile { .. } | ToolArgs::EditFile { .. } => {
+                let Some(plan) = plan else {
+                    self.commit_result(call, ResultStatus::Failed, "internal error: edit without a plan".into(), None);
+                    return true;
+                };
+                let workspace = self.session.workspace.clone();
+                let diff = match &edited {
+                    Some(content) => crate::workspace::diff::file_diff(
+                        &plan.diff.path,
+                        plan.old_content.as_deref(),
+                        content,
+                    ),
+                    None => plan.diff.clone(),
+                };
+                // A write is not interrupted halfway: it is short and atomic, and a stop that
+                // arrives during it takes effect right after it is recorded.
+                let outcome = tokio::task::spawn_blocking(move || {
+                    apply_edit(&workspace, &plan, edited.as_deref())
+                })
+                .await
+                .unwrap_or_else(|e| ToolOutcome {
+                    output: format!("the edit crashed: {e}"),
+                    is_error: true,
+                });
+                let status = if outcome.is_error {
+                    ResultStatus::Failed
+                } else {
+                    ResultStatus::Completed
+                };
+                let shown = (!outcome.is_error).then_some(&diff);
+                self.commit_result(call, status, outcome.output, shown);
+                true
+            }
+            ToolArgs::Shell {
+                command,
+                timeout_ms,
+            } => {
+                let timeout = timeout_ms
+                    .map(Duration::from_millis)
+                    .unwrap_or(shell::DEFAULT_TIMEOUT)
+                    .min(shell::MAX_TIMEOUT);
+                let request = ShellRequest {
+                    command,
+                    cwd: self.session.workspace.roots()[0].clone(),
+                    timeout,
+                    kill_grace: Duration::from_millis(self.session.engine.config.shell_kill_grace_ms),
+                };
+                let session = self.session.clone();
+                let turn_id = self.turn_id.clone();
+                let tool_call_id = call.id.clone();
+                let result = shell::run(request, &self.cancel, |chunk| {
+                    session.emit(
+                        Some(&turn_id),
+                        Event::ToolCallUpdate {
+                            tool_call_id: tool_call_id.clone(),
+                            status: ToolStatus::Running,
+                            output: Some(chunk.to_owned()),
+                            result: None,
+                            diff: None,
+                        },
+                    );
+                })
+                .await;
+                let text = result.model_text(timeout);
+                match result.end {
+                    shell::ShellEnd::Interrupted => {
+                        self.commit_result(call, ResultStatus::Interrupted, text, None);
+                        false
+                    }
+                    _ => {
+                        let status = if result.is_success() {
+                            ResultStatus::Completed
+                        } else {
+                            ResultStatus::Failed
+                        };
+                        self.commit_result(call, status, text, None);
+                        true
+                    }
+                }
+            }
+            ToolArgs::AskUser { question, choices } => {
+                self.ask(call, question, choices, None).await
+            }
+            ToolArgs::ProposePlan { plan } => {
+                self.ask(
+                    call,
+                    "Do you accept this plan?".to_owned(),
+                    Some(vec!["accept".to_owned(), "reject".to_owned()]),
+                    Some(plan),
+                )
+                .await
+            }
+            read => {
+                // Read-only tools are normally batched; one that lands here still runs.
+                let outcome = run_read_only(self.session.workspace.clone(), read).await;
+                let status = if outcome.is_error {
+                    ResultStatus::Failed
+                } else {
+                    ResultStatus::Completed
+                };
+                self.commit_result(call, status, outcome.output, None);
+                true
+            }
+        }
+    }
+
+    async fn ask(
+        &mut self,
+        call: &ToolCallRecord,
+        question: String,
+        choices: Option<Vec<String>>,
+        plan: Option<String>,
+    ) -> bool {
+        if !self.session.engine.client_can_answer() {
+            self.commit_result(
+                call,
+                ResultStatus::Failed,
+                "no client is able to answer questions right now; continue with your best judgement and say what you assumed".to_owned(),
+                None,
+            );
+            return true;
+        }
+        let is_plan = plan.is_some();
+        let (request_id, receiver) = self.register_pending(PendingKind::Question, &call.id);
+        self.emit(Event::QuestionAsked {
+            request_id: request_id.clone(),
+            tool_call_id: call.id.clone(),
+            question,
+            choices,
+            plan,
+        });
+        match self.wait_pending(&request_id, receiver).await {
+            Some(Resolution::Answer(answer)) => {
+                let text = if is_plan {
+                    format!("The user responded to the plan: {answer}")
+                } else {
+                    format!("The user answered: {answer}")
+                };
+                self.commit_result(call, ResultStatus::Completed, text, None);
+                true
+            }
+            Some(Resolution::Approval { .. }) | None => {
+                self.commit_result(
+                    call,
+                    ResultStatus::Interrupted,
+                    "interrupted by user".to_owned(),
+                    None,
+                );
+                false
+            }
+        }
+    }
+
+    /// Count identical consecutive calls across batches and warn the model at the threshold.
+    fn check_repeats(&mut self, calls: &[ToolCallRecord]) {
+        for call in calls {
+            // serde_json's map is ordered by key, so this is a canonical form of the arguments.
+            let canonical = serde_json::from_str::<Value>(arguments_or_empty(&call.arguments))
+                .map(|v| v.to_string())
+                .unwrap_or_else(|_| call.arguments.clone());
+            let signature = format!("{}\u{0}{canonical}", call.name);
+            if self.repeat_signature.as_deref() == Some(signature.as_str()) {
+                self.repeat_streak += 1;
+            } else {
+                self.repeat_signature = Some(signature);
+                self.repeat_streak = 1;
+            }
+            if self.repeat_streak == REPEAT_THRESHOLD && self.warnings < MAX_WARNINGS_PER_TURN {
+                self.warnings += 1;
+                let text = format!(
+                    "<system-reminder>You have called {} with the same input {REPEAT_THRESHOLD} times in a row. \
+                     The result will not change. Use what you already have, try a different approach, \
+                     or finish and tell the user what is blocking you.</system-reminder>",
+                    call.name
+                );
+                self.session.commit(Message::user(
+                    vec![Part::Text { text }],
+                    Source::Reminder,
+                    Some(&self.turn_id),
+                ));
+            }
+        }
+    }
+
+    /// Inject queued steering after a tool batch.
+    fn apply_steering(&self) {
+        let texts: Vec<String> = lock(&self.session.state).steering.drain(..).collect();
+        for text in texts {
+            self.commit_steering(text);
+        }
+    }
+
+    fn commit_steering(&self, text: String) {
+        self.session.commit(Message::user(
+            vec![Part::Text { text: text.clone() }],
+            Source::Steering,
+            Some(&self.turn_id),
+        ));
+        self.emit(Event::SteeringApplied { text });
+    }
+
+    /// At the model's natural end: continue with queued steering, or stop accepting steering.
+    /// Both happen under the state lock so a steer cannot slip in between the check and the end.
+    fn finish_or_steer(&self) -> bool {
+        let texts: Vec<String> = {
+            let mut state = lock(&self.session.state);
+            if state.steering.is_empty() {
+                state.accepting_steering = false;
+                return true;
+            }
+            state.steering.drain(..).collect()
+        };
+        for text in texts {
+            self.commit_steering(text);
+        }
+        false
+    }
+
+    fn end(&mut self, outcome: Outcome) {
+        let (reason, error) = match outcome {
+            Outcome::Completed => (TurnEndReason::Completed, None),
+            Outcome::Interrupted => {
+                self.notice(NoticeKind::Interrupted, "Interrupted by user".to_owned());
+                (TurnEndReason::Interrupted, None)
+            }
+            Outcome::Error(error) => {
+                self.notice(NoticeKind::Error, error.message.clone());
+                (
+                    TurnEndReason::Error,
+                    Some(TurnError {
+                        message: error.message,
+                        retriable: error.retriable,
+                    }),
+                )
+            }
+            Outcome::MaxIterations => {
+                let text = format!(
+                    "stopped after {} model requests in one turn (max_iterations); prompt again to continue",
+                    self.session.engine.config.max_iterations
+                );
+                self.notice(NoticeKind::Error, text.clone());
+                (
+                    TurnEndReason::MaxIterations,
+                    Some(TurnError {
+                        message: text,
+                        retriable: false,
+                    }),
+                )
+            }
+        };
+        // Steering that never reached a safe point is kept as a user message, so nothing the
+        // user typed is lost; the next turn's model sees it.
+        let leftover: Vec<String> = {
+            let mut state = lock(&self.session.state);
+            state.accepting_steering = false;
+            state.steering.drain(..).collect()
+        };
+        for text in leftover {
+            self.session.commit(Message::user(
+                vec![Part::Text { text: text.clone() }],
+                Source::Steering,
+                Some(&self.turn_id),
+            ));
+            self.emit(Event::Notice {
+                kind: NoticeKind::Warning,
+                text: format!("the turn ended before this steering message could be applied; it is kept for the next turn: {text}"),
+            });
+        }
+        // Anything still pending belongs to this turn and can no longer be answered.
+        lock(&self.session.pending).retain(|_, p| p.turn_id != self.turn_id);
+        // The turn becomes inactive and announces its end under one lock, so a prompt admitted
+        // right after cannot emit its `turnStarted` before this `turnEnded`.
+        let mut state = lock(&self.session.state);
+        if state.active_turn.as_deref() == Some(self.turn_id.as_str()) {
+            state.active_turn = None;
+        }
+        self.emit(Event::TurnEnded { reason, error });
+        drop(state);
+    }
+}
+
+fn abort_all(early: &mut HashMap<usize, JoinHandle<ToolOutcome>>) {
+    for (_, handle) in early.drain() {
+        handle.abort();
+    }
+}
+
+fn ensure_id(call: &mut PartialCall) {
+    // Some local servers omit tool call ids; the history needs one to pair the result.
+    if call.id.is_empty() {
+        call.id = super::history::new_id("call");
+    }
+}
+
+fn arguments_or_empty(arguments: &str) -> &str {
+    if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    }
+}
+
+fn diff_entry(diff: &FileDiff) -> DiffEntry {
+    DiffEntry {
+        path: diff.path.clone(),
+        old_text: diff.old_text.clone(),
+        new_text: diff.new_text.clone(),
+        unified: diff.unified.clone(),
+    }
+}

@@ -1,0 +1,158 @@
+//! The `tandem` binary: `serve` speaks JSON-RPC on stdio, `run` plays one turn in the terminal.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tandem::config::Config;
+use tandem::protocol::Mode;
+
+#[derive(Parser)]
+#[command(
+    name = "tandem",
+    version,
+    about = "A coding agent that lives beside the editor"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the native JSON-RPC protocol on stdin/stdout (what editors start).
+    Serve {
+        /// TOML config of providers and models (default: the built-in offline demo model).
+        #[arg(long, env = "TANDEM_CONFIG")]
+        config: Option<PathBuf>,
+        /// Where sessions are stored.
+        #[arg(long, env = "TANDEM_HOME")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Run one prompt headless and print the turn readably; approvals are asked on the terminal.
+    Run {
+        /// The prompt.
+        prompt: String,
+        #[arg(long, env = "TANDEM_CONFIG")]
+        config: Option<PathBuf>,
+        /// The workspace folder (default: the current directory).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// Model id from the config (default: its default_model).
+        #[arg(long)]
+        model: Option<String>,
+        /// Permission mode: ask, autoEdit, plan or fullAuto.
+        #[arg(long, default_value = "ask")]
+        mode: String,
+        /// Approve every request once without asking (for scripts; default is to ask, or deny
+        /// when stdin is not a terminal).
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+fn load_config(path: Option<PathBuf>) -> Result<Config, String> {
+    match path {
+        Some(path) => Config::load(&path).map_err(|e| e.to_string()),
+        None => Ok(Config::builtin()),
+    }
+}
+
+fn parse_mode(text: &str) -> Result<Mode, String> {
+    match text {
+        "ask" => Ok(Mode::Ask),
+        "autoEdit" | "auto-edit" => Ok(Mode::AutoEdit),
+        "plan" => Ok(Mode::Plan),
+        "fullAuto" | "full-auto" => Ok(Mode::FullAuto),
+        other => Err(format!(
+            "unknown mode `{other}`; use ask, autoEdit, plan or fullAuto"
+        )),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tandem: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = match cli.command {
+        Command::Serve { config, data_dir } => {
+            let config = match load_config(config) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("tandem: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            match runtime.block_on(tandem::server::serve(config, data_dir)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("tandem: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Run {
+            prompt,
+            config,
+            cwd,
+            model,
+            mode,
+            yes,
+        } => {
+            let config = match load_config(config) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("tandem: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let mode = match parse_mode(&mode) {
+                Ok(m) => m,
+                Err(e) => {
+                    eprintln!("tandem: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let cwd = match cwd.map(Ok).unwrap_or_else(std::env::current_dir) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("tandem: cannot read the current directory: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let options = tandem::cli::RunOptions {
+                prompt,
+                cwd,
+                model,
+                mode,
+                auto_approve: yes,
+            };
+            match runtime.block_on(tandem::cli::run(config, options)) {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => {
+                    eprintln!("tandem: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    };
+    // stdin is read by a blocking thread that may still wait for input; don't wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    code
+}

@@ -1,0 +1,185 @@
+//! Permission modes, remembered rules, and the verdict for one tool call.
+//!
+//! The default is deny: a call that is not low-risk needs an explicit approval unless the mode or
+//! a rule the user created allows it, and an approval nobody can answer resolves to deny. This
+//! module only decides; asking the user and executing are the engine's job.
+
+use crate::protocol::Mode;
+use crate::tools::{Risk, ToolMeta};
+
+/// Rules the user created with `alwaysTool` and `alwaysCommand`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PermissionRules {
+    /// Tool names always allowed.
+    pub tools: Vec<String>,
+    /// Shell command prefixes always allowed (for example `cargo test`).
+    pub command_prefixes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Run without asking.
+    Allow,
+    /// Ask the user; the reason is shown in the approval.
+    Ask { reason: String },
+    /// Never run; the reason becomes the tool's error result.
+    Refuse { reason: String },
+}
+
+/// Characters that let one shell command line run more than one program. A command containing
+/// any of them is never matched by a prefix rule, so `cargo test && curl …` is not allowed by an
+/// `alwaysCommand` rule for `cargo test`.
+const SHELL_CHAINING: &[char] = &[';', '&', '|', '`', '$', '<', '>', '(', ')', '\n', '\r'];
+
+/// Whether a prefix rule covers this command: a whole-word prefix of a single simple command.
+pub fn prefix_allows(prefix: &str, command: &str) -> bool {
+    let command = command.trim();
+    if prefix.is_empty() || command.contains(SHELL_CHAINING) {
+        return false;
+    }
+    let prefix_words: Vec<&str> = prefix.split_whitespace().collect();
+    let command_words: Vec<&str> = command.split_whitespace().collect();
+    command_words.len() >= prefix_words.len()
+        && prefix_words.iter().zip(&command_words).all(|(p, c)| p == c)
+}
+
+/// The prefix an `alwaysCommand` approval would remember: the program and, for the common
+/// multi-command tools, its subcommand (`cargo test`, `git status`, `npm run`).
+pub fn suggested_prefix(command: &str) -> String {
+    let first_line = command.lines().next().unwrap_or_default();
+    let simple = first_line
+        .split(SHELL_CHAINING)
+        .next()
+        .unwrap_or_default()
+        .trim();
+    let words: Vec<&str> = simple.split_whitespace().collect();
+    match words.as_slice() {
+        [] => String::new(),
+        [program] => (*program).to_owned(),
+        [program, sub, ..] if !sub.starts_with('-') => format!("{program} {sub}"),
+        [program, ..] => (*program).to_owned(),
+    }
+}
+
+impl PermissionRules {
+    pub fn allows(&self, tool: &str, command: Option<&str>) -> bool {
+        if self.tools.iter().any(|t| t == tool) {
+            return true;
+        }
+        match command {
+            Some(command) => self
+                .command_prefixes
+                .iter()
+                .any(|p| prefix_allows(p, command)),
+            None => false,
+        }
+    }
+}
+
+/// Decide what to do with one call of `meta` in `mode`.
+///
+/// `command` is the shell command for `shell` calls, so prefix rules can match.
+pub fn evaluate(
+    mode: Mode,
+    rules: &PermissionRules,
+    meta: &ToolMeta,
+    command: Option<&str>,
+) -> Verdict {
+    match meta.risk {
+        Risk::Low | Risk::Interactive => Verdict::Allow,
+        Risk::Edit => match mode {
+            Mode::Plan => Verdict::Refuse {
+                reason: format!(
+                    "{} is not available in plan mode: edits are disabled; describe the change with propose_plan instead",
+                    meta.name
+                ),
+            },
+            Mode::AutoEdit | Mode::FullAuto => Verdict::Allow,
+            Mode::Ask if rules.allows(meta.name, None) => Verdict::Allow,
+            Mode::Ask => Verdict::Ask {
+                reason: format!("{} changes a file in the workspace", meta.name),
+            },
+        },
+        Risk::Execute => match mode {
+            Mode::Plan => Verdict::Refuse {
+                reason: format!(
+                    "{} is not available in plan mode: commands are disabled; describe what you would run with propose_plan instead",
+                    meta.name
+                ),
+            },
+            Mode::FullAuto => Verdict::Allow,
+            Mode::Ask | Mode::AutoEdit if rules.allows(meta.name, command) => Verdict::Allow,
+            Mode::Ask | Mode::AutoEdit => Verdict::Ask {
+                reason: "shell commands can change anything the user can; review the command"
+                    .to_owned(),
+            },
+        },
+    }
+}
+
+/// Whether a tool is offered to the model at all in `mode`. Plan mode hides edits and shell.
+pub fn offered(mode: Mode, meta: &ToolMeta) -> bool {
+    !(mode == Mode::Plan && matches!(meta.risk, Risk::Edit | Risk::Execute))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::meta_for;
+
+    #[test]
+    fn prefix_rule_matches_whole_words_only() {
+        assert!(prefix_allows("cargo test", "cargo test --all"));
+        assert!(prefix_allows("cargo test", "cargo   test"));
+        assert!(!prefix_allows("cargo test", "cargo testify"));
+        assert!(!prefix_allows("cargo test", "cargo build"));
+    }
+
+    #[test]
+    fn prefix_rule_never_covers_chained_commands() {
+        assert!(!prefix_allows("cargo test", "cargo test && curl http://x"));
+        assert!(!prefix_allows("cargo test", "cargo test; rm -rf /"));
+        assert!(!prefix_allows("cargo test", "cargo test $(curl x)"));
+        assert!(!prefix_allows("cargo test", "cargo test > /etc/passwd"));
+    }
+
+    #[test]
+    fn suggested_prefixes() {
+        assert_eq!(suggested_prefix("cargo test --all"), "cargo test");
+        assert_eq!(suggested_prefix("ls -la"), "ls");
+        assert_eq!(suggested_prefix("git status && rm x"), "git status");
+    }
+
+    #[test]
+    fn modes() {
+        let rules = PermissionRules::default();
+        let write = meta_for("write_file").unwrap();
+        let shell = meta_for("shell").unwrap();
+        let read = meta_for("read_file").unwrap();
+        assert_eq!(evaluate(Mode::Ask, &rules, read, None), Verdict::Allow);
+        assert!(matches!(evaluate(Mode::Ask, &rules, write, None), Verdict::Ask { .. }));
+        assert_eq!(evaluate(Mode::AutoEdit, &rules, write, None), Verdict::Allow);
+        assert!(matches!(evaluate(Mode::AutoEdit, &rules, shell, Some("ls")), Verdict::Ask { .. }));
+        assert!(matches!(evaluate(Mode::Plan, &rules, write, None), Verdict::Refuse { .. }));
+        assert!(matches!(evaluate(Mode::Plan, &rules, shell, Some("ls")), Verdict::Refuse { .. }));
+        assert_eq!(evaluate(Mode::FullAuto, &rules, shell, Some("ls")), Verdict::Allow);
+        assert!(!offered(Mode::Plan, write));
+        assert!(offered(Mode::Plan, read));
+    }
+
+    #[test]
+    fn rules_allow() {
+        let rules = PermissionRules {
+            tools: vec!["write_file".into()],
+            command_prefixes: vec!["cargo test".into()],
+        };
+        let write = meta_for("write_file").unwrap();
+        let shell = meta_for("shell").unwrap();
+        assert_eq!(evaluate(Mode::Ask, &rules, write, None), Verdict::Allow);
+        assert_eq!(evaluate(Mode::Ask, &rules, shell, Some("cargo test -q")), Verdict::Allow);
+        assert!(matches!(
+            evaluate(Mode::Ask, &rules, shell, Some("cargo test; curl x")),
+            Verdict::Ask { .. }
+        ));
+    }
+}

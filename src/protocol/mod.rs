@@ -1,0 +1,576 @@
+//! Wire types of the native protocol (v1): method params and results, session events, error kinds.
+//!
+//! This is the only module whose types derive `Serialize`/`Deserialize` for the wire. The engine
+//! works with plain Rust types and the faces convert at the edge, so a change here is a change of
+//! the contract: `protocol.md` documents every type below and `tests/protocol_doc.rs` parses its
+//! examples back into these types, so the two cannot drift apart silently.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The protocol version this server speaks; `initialize` refuses any other.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Method names, exactly as they appear on the wire.
+pub mod method {
+    pub const INITIALIZE: &str = "initialize";
+    pub const SESSION_NEW: &str = "session/new";
+    pub const SESSION_LIST: &str = "session/list";
+    pub const SESSION_LOAD: &str = "session/load";
+    pub const PROMPT: &str = "prompt";
+    pub const STOP: &str = "stop";
+    pub const STEER: &str = "steer";
+    pub const APPROVE: &str = "approve";
+    pub const ANSWER: &str = "answer";
+    pub const SWITCH_MODEL: &str = "switchModel";
+    pub const SET_MODE: &str = "setMode";
+    pub const RETRY: &str = "retry";
+    pub const SHUTDOWN: &str = "shutdown";
+    /// The one server-to-client notification.
+    pub const SESSION_EVENT: &str = "session/event";
+
+    /// Every client-to-server method this build answers.
+    pub const ALL: &[&str] = &[
+        INITIALIZE,
+        SESSION_NEW,
+        SESSION_LIST,
+        SESSION_LOAD,
+        PROMPT,
+        STOP,
+        STEER,
+        APPROVE,
+        ANSWER,
+        SWITCH_MODEL,
+        SET_MODE,
+        RETRY,
+        SHUTDOWN,
+    ];
+}
+
+/// JSON-RPC error codes used by the server.
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// Application errors; `data.kind` says which.
+    pub const APPLICATION_ERROR: i64 = -32000;
+}
+
+/// The machine-readable `data.kind` of an error response. Clients branch on this, never on text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ErrorKind {
+    ParseError,
+    InvalidRequest,
+    MethodNotFound,
+    InvalidParams,
+    FrameTooLarge,
+    Internal,
+    NotInitialized,
+    UnsupportedProtocolVersion,
+    TurnInProgress,
+    NoTurnRunning,
+    UnknownSession,
+    StaleApproval,
+    UnknownModel,
+    InvalidMode,
+    InvalidCwd,
+    RetryUnavailable,
+    Unsupported,
+}
+
+impl ErrorKind {
+    /// The JSON-RPC code that goes with this kind.
+    pub fn code(self) -> i64 {
+        match self {
+            ErrorKind::ParseError => code::PARSE_ERROR,
+            ErrorKind::InvalidRequest | ErrorKind::FrameTooLarge => code::INVALID_REQUEST,
+            ErrorKind::MethodNotFound => code::METHOD_NOT_FOUND,
+            ErrorKind::InvalidParams => code::INVALID_PARAMS,
+            ErrorKind::Internal => code::INTERNAL_ERROR,
+            _ => code::APPLICATION_ERROR,
+        }
+    }
+}
+
+/// The `data` member of every error object this server sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorData {
+    pub kind: ErrorKind,
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RpcErrorObject {
+    pub code: i64,
+    pub message: String,
+    pub data: ErrorData,
+}
+
+impl RpcErrorObject {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        RpcErrorObject {
+            code: kind.code(),
+            message: message.into(),
+            data: ErrorData { kind },
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// initialize
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeParams {
+    pub protocol_version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_info: Option<ClientInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<ClientCapabilities>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientInfo {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientCapabilities {
+    /// `false` says this client cannot answer approvals, so every approval resolves to deny.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResult {
+    pub protocol_version: u32,
+    pub server_info: ServerInfo,
+    pub capabilities: ServerCapabilities,
+    pub models: Vec<ModelInfo>,
+    pub default_model: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerCapabilities {
+    /// Whether `session/list` and `session/load` are backed by a durable store.
+    pub session_store: bool,
+    /// The framing the server detected on this connection and answers in.
+    pub framing: Framing,
+    /// Whether `prompt` accepts `{type:"image"}` parts.
+    pub image_prompts: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Framing {
+    Ndjson,
+    ContentLength,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelInfo {
+    /// The id clients use (`session/new.model`, `switchModel.model`).
+    pub id: String,
+    /// The configured provider entry this model is served by.
+    pub provider: String,
+    /// The model name sent to the provider.
+    pub name: String,
+    pub context_window: u64,
+    pub vision: bool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// sessions
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Mode {
+    Ask,
+    AutoEdit,
+    Plan,
+    FullAuto,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionNewParams {
+    pub cwd: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionNewResult {
+    pub session_id: String,
+    pub model: String,
+    pub mode: Mode,
+}
+
+/// Params of the methods that only name a session (`stop`, `retry`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionIdParams {
+    pub session_id: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// turns
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptParams {
+    pub session_id: String,
+    pub content: PromptContent,
+}
+
+/// A prompt is a plain string or a list of parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PromptContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum ContentPart {
+    Text { text: String },
+    Image { mime_type: String, data: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptResult {
+    pub turn_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StopResult {
+    pub stopped: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SteerParams {
+    pub session_id: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SteerResult {
+    pub queued: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Decision {
+    Once,
+    AlwaysTool,
+    AlwaysCommand,
+    Deny,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApproveParams {
+    pub session_id: String,
+    pub request_id: String,
+    pub decision: Decision,
+    /// With `deny`: a message the model sees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// For write_file/edit_file: the user's edited version, written instead of the proposal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_content: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnswerParams {
+    pub session_id: String,
+    pub request_id: String,
+    pub answer: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SwitchModelParams {
+    pub session_id: String,
+    pub model: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SwitchModelResult {
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetModeParams {
+    pub session_id: String,
+    pub mode: Mode,
+}
+
+/// The `{}` result of `approve`, `answer` and `setMode`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EmptyResult {}
+
+// ---------------------------------------------------------------------------------------------
+// events
+
+/// The params of a `session/event` notification: the envelope fields plus one flattened event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionEventParams {
+    pub session_id: String,
+    pub seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ToolKind {
+    Read,
+    Search,
+    Edit,
+    Delete,
+    Move,
+    Execute,
+    Think,
+    Fetch,
+    Other,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ToolStatus {
+    Running,
+    Completed,
+    Failed,
+    Denied,
+    Interrupted,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TurnEndReason {
+    Completed,
+    Interrupted,
+    Error,
+    ContextExceeded,
+    MaxIterations,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoticeKind {
+    Error,
+    Interrupted,
+    ModelSwitch,
+    Compacted,
+    Retrying,
+    Warning,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Location {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiffEntry {
+    pub path: String,
+    /// `null` for a new file.
+    pub old_text: Option<String>,
+    pub new_text: String,
+    pub unified: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalOption {
+    pub decision: Decision,
+    pub label: String,
+    /// For `alwaysCommand`: the command prefix the rule would allow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_prefix: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnError {
+    pub message: String,
+    pub retriable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum Event {
+    TurnStarted {
+        model: String,
+    },
+    AssistantDelta {
+        text: String,
+    },
+    ReasoningDelta {
+        text: String,
+    },
+    AssistantMessage {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
+    },
+    ToolCall {
+        tool_call_id: String,
+        name: String,
+        kind: ToolKind,
+        title: String,
+        arguments: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        locations: Option<Vec<Location>>,
+    },
+    ApprovalRequested {
+        request_id: String,
+        tool_call_id: String,
+        name: String,
+        kind: ToolKind,
+        title: String,
+        reason: String,
+        arguments: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<Vec<DiffEntry>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd: Option<String>,
+        options: Vec<ApprovalOption>,
+    },
+    ApprovalResolved {
+        request_id: String,
+        decision: Decision,
+    },
+    QuestionAsked {
+        request_id: String,
+        tool_call_id: String,
+        question: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        choices: Option<Vec<String>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        plan: Option<String>,
+    },
+    ToolCallUpdate {
+        tool_call_id: String,
+        status: ToolStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<Vec<DiffEntry>>,
+    },
+    SteeringApplied {
+        text: String,
+    },
+    Compacting {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+    },
+    Compacted {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+    },
+    ModelSwitched {
+        from: String,
+        to: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        warning: Option<String>,
+    },
+    Notice {
+        kind: NoticeKind,
+        text: String,
+    },
+    Usage {
+        model: String,
+        input_tokens: u64,
+        output_tokens: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cached_tokens: Option<u64>,
+    },
+    TurnEnded {
+        reason: TurnEndReason,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<TurnError>,
+    },
+}
+
+impl Event {
+    /// The wire name of this event's `type`, used by docs checks and readable logs.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Event::TurnStarted { .. } => "turnStarted",
+            Event::AssistantDelta { .. } => "assistantDelta",
+            Event::ReasoningDelta { .. } => "reasoningDelta",
+            Event::AssistantMessage { .. } => "assistantMessage",
+            Event::ToolCall { .. } => "toolCall",
+            Event::ApprovalRequested { .. } => "approvalRequested",
+            Event::ApprovalResolved { .. } => "approvalResolved",
+            Event::QuestionAsked { .. } => "questionAsked",
+            Event::ToolCallUpdate { .. } => "toolCallUpdate",
+            Event::SteeringApplied { .. } => "steeringApplied",
+            Event::Compacting { .. } => "compacting",
+            Event::Compacted { .. } => "compacted",
+            Event::ModelSwitched { .. } => "modelSwitched",
+            Event::Notice { .. } => "notice",
+            Event::Usage { .. } => "usage",
+            Event::TurnEnded { .. } => "turnEnded",
+        }
+    }
+}
+
+/// Every event type name, for the documentation check.
+pub const EVENT_TYPES: &[&str] = &[
+    "turnStarted",
+    "assistantDelta",
+    "reasoningDelta",
+    "assistantMessage",
+    "toolCall",
+    "approvalRequested",
+    "approvalResolved",
+    "questionAsked",
+    "toolCallUpdate",
+    "steeringApplied",
+    "compacting",
+    "compacted",
+    "modelSwitched",
+    "notice",
+    "usage",
+    "turnEnded",
+];

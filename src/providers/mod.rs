@@ -1,0 +1,157 @@
+//! Model providers: turn an outbound request into one vendor's wire request and its stream back
+//! into typed chunks.
+//!
+//! Providers know nothing about sessions, tools or the canonical history. They receive the
+//! projection that `engine::outbound` built (the only provider feed) and return a stream of
+//! [`Chunk`]s. A stream is cancelled by dropping it, which closes the HTTP connection.
+
+pub mod openai;
+pub mod scripted;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures_util::stream::BoxStream;
+use serde_json::Value;
+
+use crate::config::{Config, ProviderKind};
+
+/// What a model sees: a system prompt, the projected messages, and the offered tools.
+#[derive(Debug, Clone)]
+pub struct ProviderRequest {
+    /// The model name sent to the provider (the config's `name`, not the client-facing id).
+    pub model: String,
+    pub system: String,
+    pub messages: Vec<OutboundMessage>,
+    pub tools: Vec<ToolSpec>,
+    pub max_output_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutboundPart {
+    Text(String),
+    Image { mime_type: String, data: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboundToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+    /// Only the extras owned by the provider this request goes to.
+    pub extras: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutboundMessage {
+    User {
+        parts: Vec<OutboundPart>,
+    },
+    Assistant {
+        text: String,
+        tool_calls: Vec<OutboundToolCall>,
+        extras: BTreeMap<String, Value>,
+    },
+    Tool {
+        tool_call_id: String,
+        name: String,
+        content: String,
+    },
+}
+
+/// A tool as offered to the model.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum FinishReason {
+    Stop,
+    ToolCalls,
+    Length,
+    ContentFilter,
+    Other(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_tokens: Option<u64>,
+}
+
+/// One typed piece of a streamed model response.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Chunk {
+    Text(String),
+    Reasoning(String),
+    /// A piece of tool call `index`. `id` and `name` come with the first piece; `arguments` is
+    /// a fragment of the JSON text that the engine concatenates.
+    ToolCallDelta {
+        index: usize,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: String,
+    },
+    Finish(FinishReason),
+    Usage(Usage),
+}
+
+/// Why a provider call failed. `retriable` drives the retry policy and what the user is told.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ProviderError {
+    pub message: String,
+    pub retriable: bool,
+    pub status: Option<u16>,
+}
+
+impl ProviderError {
+    pub fn new(message: impl Into<String>, retriable: bool) -> Self {
+        ProviderError {
+            message: message.into(),
+            retriable,
+            status: None,
+        }
+    }
+}
+
+pub type ChunkStream = BoxStream<'static, Result<Chunk, ProviderError>>;
+
+pub trait Provider: Send + Sync {
+    /// The provider kind that owns extras keyed `_<kind>.…`.
+    fn kind(&self) -> &'static str;
+    /// Start one streamed completion. The stream ends after `Finish` (and a trailing `Usage`).
+    fn stream(&self, request: ProviderRequest) -> ChunkStream;
+}
+
+/// The providers named in a config, built once and shared by every session.
+#[derive(Clone)]
+pub struct ProviderRegistry {
+    providers: BTreeMap<String, Arc<dyn Provider>>,
+}
+
+impl ProviderRegistry {
+    pub fn from_config(config: &Config) -> Self {
+        let mut providers: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
+        for (name, provider) in &config.providers {
+            let built: Arc<dyn Provider> = match provider.kind {
+                ProviderKind::Openai => Arc::new(openai::OpenAiProvider::new(
+                    provider.base_url.clone().unwrap_or_default(),
+                    provider.api_key_env.clone(),
+                )),
+                ProviderKind::Scripted => Arc::new(scripted::ScriptedProvider::new()),
+            };
+            providers.insert(name.clone(), built);
+        }
+        ProviderRegistry { providers }
+    }
+
+    pub fn get(&self, provider_name: &str) -> Option<Arc<dyn Provider>> {
+        self.providers.get(provider_name).cloned()
+    }
+}

@@ -1,0 +1,498 @@
+//! The OpenAI-compatible provider: streaming `/chat/completions` over reqwest.
+//!
+//! One implementation covers OpenAI, OpenRouter, Ollama, vLLM, llama.cpp and LM Studio, which all
+//! speak this wire format. The SSE body is parsed by `eventsource-stream`; each `data:` event is
+//! one `chat.completion.chunk`, and `data: [DONE]` ends the stream.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use serde_json::{json, Map, Value};
+
+use super::{
+    Chunk, ChunkStream, FinishReason, OutboundMessage, OutboundPart, Provider, ProviderError,
+    ProviderRequest, Usage,
+};
+
+pub struct OpenAiProvider {
+    base_url: String,
+    api_key_env: Option<String>,
+    /// Built on first use so that a server that never calls a model starts faster.
+    client: OnceLock<reqwest::Client>,
+}
+
+impl OpenAiProvider {
+    pub fn new(base_url: String, api_key_env: Option<String>) -> Self {
+        OpenAiProvider {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key_env,
+            client: OnceLock::new(),
+        }
+    }
+
+    fn client(&self) -> reqwest::Client {
+        self.client
+            .get_or_init(|| {
+                reqwest::Client::builder()
+                    .connect_timeout(Duration::from_secs(10))
+                    .tcp_nodelay(true)
+                    .build()
+                    .unwrap_or_else(|_| reqwest::Client::new())
+            })
+            .clone()
+    }
+}
+
+/// The JSON body of one streamed chat-completions request.
+pub fn request_body(request: &ProviderRequest) -> Value {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if !request.system.is_empty() {
+        messages.push(json!({"role": "system", "content": request.system}));
+    }
+    for message in &request.messages {
+        messages.push(match message {
+            OutboundMessage::User { parts } => {
+                let only_text = parts.iter().all(|p| matches!(p, OutboundPart::Text(_)));
+                if only_text {
+                    let text: Vec<&str> = parts
+                        .iter()
+                        .filter_map(|p| match p {
+                            OutboundPart::Text(t) => Some(t.as_str()),
+                            OutboundPart::Image { .. } => None,
+                        })
+                        .collect();
+                    json!({"role": "user", "content": text.join("\n\n")})
+                } else {
+                    let content: Vec<Value> = parts
+                        .iter()
+                        .map(|p| match p {
+                            OutboundPart::Text(t) => json!({"type": "text", "text": t}),
+                            OutboundPart::Image { mime_type, data } => json!({
+                                "type": "image_url",
+                                "image_url": {"url": format!("data:{mime_type};base64,{data}")}
+                            }),
+                        })
+                        .collect();
+                    json!({"role": "user", "content": content})
+                }
+            }
+            OutboundMessage::Assistant {
+                text, tool_calls, ..
+            } => {
+                let mut m = Map::new();
+                m.insert("role".into(), json!("assistant"));
+                m.insert(
+                    "content".into(),
+                    if text.is_empty() && !tool_calls.is_empty() {
+                        Value::Null
+                    } else {
+                        json!(text)
+                    },
+                );
+                if !tool_calls.is_empty() {
+                    let calls: Vec<Value> = tool_calls
+                        .iter()
+                        .map(|c| {
+                            json!({
+                                "id": c.id,
+                                "type": "function",
+                                "function": {"name": c.name, "arguments": c.arguments}
+                            })
+                        })
+                        .collect();
+                    m.insert("tool_calls".into(), Value::Array(calls));
+                }
+                Value::Object(m)
+            }
+            OutboundMessage::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}),
+        });
+    }
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    body.insert("messages".into(), Value::Array(messages));
+    body.insert("stream".into(), json!(true));
+    body.insert("stream_options".into(), json!({"include_usage": true}));
+    if let Some(max) = request.max_output_tokens {
+        body.insert("max_tokens".into(), json!(max));
+    }
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters}
+                })
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    Value::Object(body)
+}
+
+/// Translate one `chat.completion.chunk` into typed chunks, appending to `out`.
+pub fn parse_chunk(value: &Value, out: &mut Vec<Chunk>) {
+    if let Some(choices) = value.get("choices").and_then(Value::as_array) {
+        for choice in choices {
+            if let Some(delta) = choice.get("delta") {
+                // Different servers name reasoning differently; DeepSeek and vLLM use
+                // `reasoning_content`, OpenRouter and Ollama use `reasoning`.
+                for key in ["reasoning_content", "reasoning"] {
+                    if let Some(text) = delta.get(key).and_then(Value::as_str) {
+                        if !text.is_empty() {
+                            out.push(Chunk::Reasoning(text.to_owned()));
+                        }
+                    }
+                }
+                if let Some(text) = delta.get("content").and_then(Value::as_str) {
+                    if !text.is_empty() {
+                        out.push(Chunk::Text(text.to_owned()));
+                    }
+                }
+                if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+                    for (position, call) in calls.iter().enumerate() {
+                        let index = call
+                            .get("index")
+                            .and_then(Value::as_u64)
+                            .map(|i| i as usize)
+                            .unwrap_or(position);
+                        let function = call.get("function");
+                        out.push(Chunk::ToolCallDelta {
+                            index,
+                            id: call.get("id").and_then(Value::as_str).map(str::to_owned),
+                            name: function
+                                .and_then(|f| f.get("name"))
+                                .and_then(Value::as_str)
+                                .map(str::to_owned),
+                            arguments: function
+                                .and_then(|f| f.get("arguments"))
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_owned(),
+                        });
+                    }
+                }
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                out.push(Chunk::Finish(match reason {
+                    "stop" => FinishReason::Stop,
+                    "tool_calls" | "function_call" => FinishReason::ToolCalls,
+                    "length" => FinishReason::Length,
+                    "content_filter" => FinishReason::ContentFilter,
+                    other => FinishReason::Other(other.to_owned()),
+                }));
+            }
+        }
+    }
+    if let Some(usage) = value.get("usage").filter(|u| u.is_object()) {
+        let get = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+        out.push(Chunk::Usage(Usage {
+            input_tokens: get("prompt_tokens"),
+            output_tokens: get("completion_tokens"),
+            cached_tokens: usage
+                .get("prompt_tokens_details")
+                .and_then(|d| d.get("cached_tokens"))
+                .and_then(Value::as_u64),
+        }));
+    }
+}
+
+fn http_error(status: reqwest::StatusCode, body: &str) -> ProviderError {
+    let code = status.as_u16();
+    let detail = serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("error")
+                .and_then(|e| e.get("message").or(Some(e)))
+                .map(|m| match m {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+        })
+        .unwrap_or_else(|| body.chars().take(500).collect());
+    let retriable = code == 429 || code >= 500;
+    let hint = match code {
+        401 | 403 => "; check the API key in the environment variable named by api_key_env",
+        404 => "; check base_url and the model name",
+        429 => "; the provider is rate limiting, try again shortly",
+        _ if code >= 500 => "; the provider failed, `retry` may succeed",
+        _ => "",
+    };
+    ProviderError {
+        message: format!("provider answered HTTP {code}: {detail}{hint}"),
+        retriable,
+        status: Some(code),
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn kind(&self) -> &'static str {
+        "openai"
+    }
+
+    fn stream(&self, request: ProviderRequest) -> ChunkStream {
+        let client = self.client();
+        let url = format!("{}/chat/completions", self.base_url);
+        let api_key = match &self.api_key_env {
+            Some(var) => match std::env::var(var) {
+                Ok(key) => Some(key),
+                Err(_) => {
+                    let message = format!(
+                        "the environment variable {var} (named by api_key_env) is not set; export it and retry"
+                    );
+                    return futures_util::stream::once(async move {
+                        Err(ProviderError::new(message, false))
+                    })
+                    .boxed();
+                }
+            },
+            None => None,
+        };
+        let body = request_body(&request);
+        let stream = async_stream_chunks(client, url, api_key, body);
+        stream.boxed()
+    }
+}
+
+fn async_stream_chunks(
+    client: reqwest::Client,
+    url: String,
+    api_key: Option<String>,
+    body: Value,
+) -> impl futures_util::Stream<Item = Result<Chunk, ProviderError>> + Send + 'static {
+    // The state machine: first the HTTP request, then the SSE events, then the end.
+    enum State {
+        Start {
+            client: reqwest::Client,
+            url: String,
+            api_key: Option<String>,
+            body: Value,
+        },
+        Streaming {
+            events: futures_util::stream::BoxStream<
+                'static,
+                Result<
+                    eventsource_stream::Event,
+                    eventsource_stream::EventStreamError<reqwest::Error>,
+                >,
+            >,
+            pending: std::collections::VecDeque<Chunk>,
+            finished: bool,
+        },
+        Done,
+    }
+    futures_util::stream::unfold(
+        State::Start {
+            client,
+            url,
+            api_key,
+            body,
+        },
+        |state| async move {
+            let mut state = state;
+            loop {
+                match state {
+                    State::Done => return None,
+                    State::Start {
+                        client,
+                        url,
+                        api_key,
+                        body,
+                    } => {
+                        let mut builder = client.post(&url).json(&body);
+                        if let Some(key) = api_key {
+                            builder = builder.bearer_auth(key);
+                        }
+                        let response = match builder.send().await {
+                            Ok(r) => r,
+                            Err(e) => {
+                                let message = format!(
+                                    "cannot reach the provider at {url}: {e}; check that it is running and base_url is right"
+                                );
+                                return Some((Err(ProviderError::new(message, true)), State::Done));
+                            }
+                        };
+                        let status = response.status();
+                        if !status.is_success() {
+                            let text = response.text().await.unwrap_or_default();
+                            return Some((Err(http_error(status, &text)), State::Done));
+                        }
+                        state = State::Streaming {
+                            events: response.bytes_stream().eventsource().boxed(),
+                            pending: Default::default(),
+                            finished: false,
+                        };
+                    }
+                    State::Streaming {
+                        mut events,
+                        mut pending,
+                        mut finished,
+                    } => {
+                        if let Some(chunk) = pending.pop_front() {
+                            if matches!(chunk, Chunk::Finish(_)) {
+                                finished = true;
+                            }
+                            return Some((
+                                Ok(chunk),
+                                State::Streaming {
+                                    events,
+                                    pending,
+                                    finished,
+                                },
+                            ));
+                        }
+                        match events.next().await {
+                            None => {
+                                if finished {
+                                    return None;
+                                }
+                                let error = ProviderError::new(
+                                    "the provider closed the stream before it finished",
+                                    true,
+                                );
+                                return Some((Err(error), State::Done));
+                            }
+                            Some(Err(e)) => {
+                                let error = ProviderError::new(
+                                    format!("the provider stream broke: {e}"),
+                                    true,
+                                );
+                                return Some((Err(error), State::Done));
+                            }
+                            Some(Ok(event)) => {
+                                let data = event.data.trim();
+                                if data == "[DONE]" {
+                                    if finished {
+                                        return None;
+                                    }
+                                    // Some servers send [DONE] without a finish_reason; treat it
+                                    // as a normal stop rather than failing a complete answer.
+                                    return Some((
+                                        Ok(Chunk::Finish(FinishReason::Stop)),
+                                        State::Done,
+                                    ));
+                                }
+                                if data.is_empty() {
+                                    state = State::Streaming {
+                                        events,
+                                        pending,
+                                        finished,
+                                    };
+                                    continue;
+                                }
+                                match serde_json::from_str::<Value>(data) {
+                                    Ok(value) => {
+                                        if let Some(error) = value.get("error") {
+                                            let message = format!(
+                                                "the provider reported an error mid-stream: {error}"
+                                            );
+                                            return Some((
+                                                Err(ProviderError::new(message, true)),
+                                                State::Done,
+                                            ));
+                                        }
+                                        let mut chunks = Vec::new();
+                                        parse_chunk(&value, &mut chunks);
+                                        pending.extend(chunks);
+                                    }
+                                    Err(e) => {
+                                        let message = format!(
+                                            "the provider sent a chunk that is not JSON ({e}): {}",
+                                            data.chars().take(200).collect::<String>()
+                                        );
+                                        return Some((
+                                            Err(ProviderError::new(message, true)),
+                                            State::Done,
+                                        ));
+                                    }
+                                }
+                                state = State::Streaming {
+                                    events,
+                                    pending,
+                                    finished,
+                                };
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_call_pieces_parse() {
+        let mut out = Vec::new();
+        parse_chunk(
+            &json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"read_file","arguments":"{\"pa"}}]},"finish_reason":null}]}),
+            &mut out,
+        );
+        parse_chunk(
+            &json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"th\":1}"}}]},"finish_reason":"tool_calls"}]}),
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            vec![
+                Chunk::ToolCallDelta {
+                    index: 0,
+                    id: Some("c1".into()),
+                    name: Some("read_file".into()),
+                    arguments: "{\"pa".into()
+                },
+                Chunk::ToolCallDelta {
+                    index: 0,
+                    id: None,
+                    name: None,
+                    arguments: "th\":1}".into()
+                },
+                Chunk::Finish(FinishReason::ToolCalls),
+            ]
+        );
+    }
+
+    #[test]
+    fn usage_and_reasoning_parse() {
+        let mut out = Vec::new();
+        parse_chunk(
+            &json!({"choices":[{"index":0,"delta":{"reasoning_content":"hmm","content":"hi"}}]}),
+            &mut out,
+        );
+        parse_chunk(
+            &json!({"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}}}),
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            vec![
+                Chunk::Reasoning("hmm".into()),
+                Chunk::Text("hi".into()),
+                Chunk::Usage(Usage {
+                    input_tokens: 10,
+                    output_tokens: 3,
+                    cached_tokens: Some(4)
+                })
+            ]
+        );
+    }
+
+    #[test]
+    fn http_errors_classify() {
+        let e = http_error(reqwest::StatusCode::UNAUTHORIZED, r#"{"error":{"message":"bad key"}}"#);
+        assert!(!e.retriable);
+        assert!(e.message.contains("bad key") && e.message.contains("api_key_env"));
+        let e = http_error(reqwest::StatusCode::SERVICE_UNAVAILABLE, "down");
+        assert!(e.retriable);
+    }
+}

@@ -1,0 +1,564 @@
+//! The native face: `tandem serve`, JSON-RPC 2.0 over stdio.
+//!
+//! One reader task decodes frames in arrival order and turns each into a session op or a
+//! server-level answer; one writer thread owns stdout, so protocol messages are the only thing
+//! there (logs go to stderr). This module holds no agent logic: it translates.
+
+pub mod framing;
+pub mod rpc;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::io::AsyncRead;
+use tokio::sync::mpsc;
+
+use crate::config::Config;
+use crate::engine::history::Part;
+use crate::engine::EngineContext;
+use crate::protocol::{self as wire, method, ErrorKind, Event, Framing, RpcErrorObject};
+use crate::session::{self, EventSink, NewSession, Op, SessionError, SessionHandle};
+use crate::workspace::Workspace;
+use framing::{Frame, FrameReader};
+use rpc::Incoming;
+
+/// Messages for stdout, already serialized, not yet framed.
+#[derive(Clone)]
+pub struct Outbound {
+    tx: mpsc::UnboundedSender<Vec<u8>>,
+}
+
+impl Outbound {
+    fn send(&self, body: Vec<u8>) {
+        // The writer is gone only when stdout closed; nothing is left to tell.
+        let _ = self.tx.send(body);
+    }
+
+    fn respond<T: Serialize>(&self, id: &Value, result: Result<T, RpcErrorObject>) {
+        match result {
+            Ok(value) => self.send(rpc::result_message(id, value)),
+            Err(error) => self.send(rpc::error_message(id, &error)),
+        }
+    }
+}
+
+struct NativeSink {
+    out: Outbound,
+}
+
+impl EventSink for NativeSink {
+    fn emit(&self, session_id: &str, seq: u64, turn_id: Option<&str>, event: &Event) {
+        self.out
+            .send(rpc::event_message(session_id, seq, turn_id, event));
+    }
+}
+
+/// The framing shared with the writer: 0 undecided (NDJSON), 1 NDJSON, 2 Content-Length.
+fn framing_code(framing: Framing) -> u8 {
+    match framing {
+        Framing::Ndjson => 1,
+        Framing::ContentLength => 2,
+    }
+}
+
+fn spawn_writer(
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    framing: Arc<AtomicU8>,
+) -> std::thread::JoinHandle<()> {
+    // A plain thread, not tokio's stdout: tokio's stdout hands every write to the blocking pool,
+    // which costs a thread hop per streamed delta. This thread writes every message that is
+    // ready, then flushes once.
+    std::thread::spawn(move || {
+        let stdout = std::io::stdout();
+        let mut lock = stdout.lock();
+        let mut framed = Vec::with_capacity(64 * 1024);
+        while let Some(body) = rx.blocking_recv() {
+            framed.clear();
+            let current = match framing.load(Ordering::SeqCst) {
+                2 => Framing::ContentLength,
+                _ => Framing::Ndjson,
+            };
+            framing::encode(current, &body, &mut framed);
+            while let Ok(more) = rx.try_recv() {
+                framing::encode(current, &more, &mut framed);
+                if framed.len() > 1024 * 1024 {
+                    break;
+                }
+            }
+            if lock.write_all(&framed).and_then(|_| lock.flush()).is_err() {
+                break;
+            }
+        }
+    })
+}
+
+struct Server {
+    engine: Arc<EngineContext>,
+    out: Outbound,
+    sessions: HashMap<String, SessionEntry>,
+    initialized: bool,
+    framing: Framing,
+}
+
+struct SessionEntry {
+    handle: SessionHandle,
+    cwd: String,
+    created_at: u64,
+}
+
+fn params<T: DeserializeOwned>(value: Value) -> Result<T, RpcErrorObject> {
+    serde_json::from_value(value).map_err(|e| {
+        RpcErrorObject::new(
+            ErrorKind::InvalidParams,
+            format!("invalid params: {e}; see protocol.md for this method's params"),
+        )
+    })
+}
+
+fn session_error(error: SessionError) -> RpcErrorObject {
+    RpcErrorObject::new(error.kind(), error.to_string())
+}
+
+/// Run the server on stdin/stdout until `shutdown` or the end of stdin.
+pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let _ = data_dir; // The durable store (issue 3) will live here.
+    let (tx, rx) = mpsc::unbounded_channel();
+    let framing = Arc::new(AtomicU8::new(0));
+    let writer = spawn_writer(rx, framing.clone());
+    let out = Outbound { tx };
+    let result = run(config, tokio::io::stdin(), out, framing).await;
+    // All senders are dropped by now, so the writer drains what is queued and exits.
+    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+    result
+}
+
+/// The read loop, generic over the input so tests and benchmarks can drive it in-process.
+pub async fn run(
+    config: Config,
+    input: impl AsyncRead + Unpin,
+    out: Outbound,
+    framing_shared: Arc<AtomicU8>,
+) -> anyhow::Result<()> {
+    let mut server = Server {
+        engine: EngineContext::new(config),
+        out,
+        sessions: HashMap::new(),
+        initialized: false,
+        framing: Framing::Ndjson,
+    };
+    let mut reader = FrameReader::new(input);
+    loop {
+        let frame = match reader.next_frame().await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!("stdin read failed: {e}; shutting down");
+                break;
+            }
+        };
+        if let Some(detected) = reader.framing() {
+            if server.framing != detected || framing_shared.load(Ordering::SeqCst) == 0 {
+                server.framing = detected;
+                framing_shared.store(framing_code(detected), Ordering::SeqCst);
+            }
+        }
+        let bytes = match frame {
+            Frame::Message(bytes) => bytes,
+            Frame::TooLarge => {
+                server.out.respond::<()>(
+                    &Value::Null,
+                    Err(RpcErrorObject::new(
+                        ErrorKind::FrameTooLarge,
+                        format!(
+                            "frame larger than {} bytes was skipped; send smaller messages (attach large files by path)",
+                            framing::MAX_FRAME_BYTES
+                        ),
+                    )),
+                );
+                continue;
+            }
+            Frame::Malformed(problem) => {
+                server.out.respond::<()>(
+                    &Value::Null,
+                    Err(RpcErrorObject::new(
+                        ErrorKind::ParseError,
+                        format!("parse error: {problem}"),
+                    )),
+                );
+                continue;
+            }
+        };
+        match rpc::decode(&bytes) {
+            Incoming::Invalid { id, error } => server.out.respond::<()>(&id, Err(error)),
+            Incoming::Response => {}
+            Incoming::Notification { method, params } => {
+                if server.handle(None, &method, params).await == Flow::Shutdown {
+                    break;
+                }
+            }
+            Incoming::Request { id, method, params } => {
+                if server.handle(Some(id), &method, params).await == Flow::Shutdown {
+                    break;
+                }
+            }
+        }
+    }
+    // End of input or shutdown: nobody can answer approvals any more, so stop every turn.
+    server.engine.set_client_can_answer(false);
+    server.shutdown_sessions().await;
+    Ok(())
+}
+
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Shutdown,
+}
+
+impl Server {
+    /// A reply closure that writes the response for `id` (nothing for a notification).
+    fn reply<T: Serialize + 'static, U: 'static>(
+        &self,
+        id: Option<Value>,
+        map: impl FnOnce(U) -> T + Send + 'static,
+    ) -> session::Reply<U> {
+        let out = self.out.clone();
+        Box::new(move |result: Result<U, SessionError>| {
+            if let Some(id) = id {
+                out.respond(&id, result.map(map).map_err(session_error));
+            }
+        })
+    }
+
+    fn answer<T: Serialize>(&self, id: &Option<Value>, result: Result<T, RpcErrorObject>) {
+        if let Some(id) = id {
+            self.out.respond(id, result);
+        }
+    }
+
+    fn session(&self, session_id: &str) -> Result<&SessionHandle, RpcErrorObject> {
+        self.sessions
+            .get(session_id)
+            .map(|e| &e.handle)
+            .ok_or_else(|| {
+                RpcErrorObject::new(
+                    ErrorKind::UnknownSession,
+                    format!("unknown session {session_id}; create one with session/new"),
+                )
+            })
+    }
+
+    async fn handle(&mut self, id: Option<Value>, method: &str, params: Value) -> Flow {
+        if method == method::SHUTDOWN {
+            self.shutdown_sessions().await;
+            self.answer(&id, Ok(Value::Null));
+            return Flow::Shutdown;
+        }
+        if method != method::INITIALIZE && !self.initialized && method::ALL.contains(&method) {
+            self.answer::<()>(
+                &id,
+                Err(RpcErrorObject::new(
+                    ErrorKind::NotInitialized,
+                    "the server is not initialized; send `initialize` first",
+                )),
+            );
+            return Flow::Continue;
+        }
+        let result = self.dispatch(&id, method, params).await;
+        if let Err(error) = result {
+            self.answer::<()>(&id, Err(error));
+        }
+        Flow::Continue
+    }
+
+    /// Handle one method. An `Err` is answered by the caller; `Ok` means it was answered (now or
+    /// later, by the session actor).
+    async fn dispatch(
+        &mut self,
+        id: &Option<Value>,
+        method: &str,
+        raw: Value,
+    ) -> Result<(), RpcErrorObject> {
+        match method {
+            method::INITIALIZE => {
+                let p: wire::InitializeParams = params(raw)?;
+                if p.protocol_version != wire::PROTOCOL_VERSION {
+                    return Err(RpcErrorObject::new(
+                        ErrorKind::UnsupportedProtocolVersion,
+                        format!(
+                            "protocolVersion {} is not supported; this server speaks protocolVersion {}",
+                            p.protocol_version,
+                            wire::PROTOCOL_VERSION
+                        ),
+                    ));
+                }
+                let can_answer = p
+                    .capabilities
+                    .as_ref()
+                    .and_then(|c| c.approvals)
+                    .unwrap_or(true);
+                self.engine.set_client_can_answer(can_answer);
+                self.initialized = true;
+                let config = &self.engine.config;
+                let models = config
+                    .models
+                    .iter()
+                    .map(|(id, m)| wire::ModelInfo {
+                        id: id.clone(),
+                        provider: m.provider.clone(),
+                        name: m.name.clone(),
+                        context_window: m.context_window,
+                        vision: m.vision,
+                    })
+                    .collect();
+                self.answer(
+                    id,
+                    Ok(wire::InitializeResult {
+                        protocol_version: wire::PROTOCOL_VERSION,
+                        server_info: wire::ServerInfo {
+                            name: "tandem".to_owned(),
+                            version: env!("CARGO_PKG_VERSION").to_owned(),
+                        },
+                        capabilities: wire::ServerCapabilities {
+                            session_store: false,
+                            framing: self.framing,
+                            image_prompts: true,
+                        },
+                        models,
+                        default_model: config.default_model.clone(),
+                    }),
+                );
+                Ok(())
+            }
+            method::SESSION_NEW => {
+                let p: wire::SessionNewParams = params(raw)?;
+                let model = p
+                    .model
+                    .unwrap_or_else(|| self.engine.config.default_model.clone());
+                if self.engine.config.model(&model).is_none() {
+                    return Err(session_error(SessionError::UnknownModel {
+                        known: self
+                            .engine
+                            .config
+                            .models
+                            .keys()
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        model,
+                    }));
+                }
+                let cwd = p.cwd.clone();
+                let workspace = tokio::task::spawn_blocking(move || open_workspace(&cwd))
+                    .await
+                    .map_err(|e| RpcErrorObject::new(ErrorKind::Internal, e.to_string()))??;
+                let mode = p.mode.unwrap_or(wire::Mode::Ask);
+                let handle = session::spawn(
+                    self.engine.clone(),
+                    Arc::new(NativeSink {
+                        out: self.out.clone(),
+                    }),
+                    NewSession {
+                        workspace,
+                        model: model.clone(),
+                        mode,
+                    },
+                );
+                let session_id = handle.id().to_owned();
+                self.sessions.insert(
+                    session_id.clone(),
+                    SessionEntry {
+                        handle,
+                        cwd: p.cwd,
+                        created_at: crate::engine::history::now_ms(),
+                    },
+                );
+                self.answer(
+                    id,
+                    Ok(wire::SessionNewResult {
+                        session_id,
+                        model,
+                        mode,
+                    }),
+                );
+                Ok(())
+            }
+            method::SESSION_LIST => {
+                let filter: Option<String> = raw.get("cwd").and_then(Value::as_str).map(str::to_owned);
+                let mut sessions: Vec<Value> = self
+                    .sessions
+                    .iter()
+                    .filter(|(_, e)| filter.as_deref().is_none_or(|c| c == e.cwd))
+                    .map(|(sid, e)| {
+                        let state = session::lock(&e.handle.shared.state);
+                        let title = state
+                            .history
+                            .iter()
+                            .find(|m| m.role == crate::engine::history::Role::User)
+                            .map(|m| m.text().chars().take(80).collect::<String>());
+                        let updated = state.history.last().map(|m| m.meta.ts).unwrap_or(e.created_at);
+                        serde_json::json!({
+                            "sessionId": sid, "cwd": e.cwd, "title": title,
+                            "model": state.model, "updatedAt": updated,
+                        })
+                    })
+                    .collect();
+                sessions.sort_by_key(|s| std::cmp::Reverse(s["updatedAt"].as_u64().unwrap_or(0)));
+                self.answer(id, Ok(serde_json::json!({ "sessions": sessions })));
+                Ok(())
+            }
+            method::SESSION_LOAD | method::RETRY => Err(RpcErrorObject::new(
+                if method == method::RETRY {
+                    ErrorKind::RetryUnavailable
+                } else {
+                    ErrorKind::Unsupported
+                },
+                format!("{method} needs the durable session store, which this build does not have yet"),
+            )),
+            method::PROMPT => {
+                let p: wire::PromptParams = params(raw)?;
+                let parts = prompt_parts(p.content)?;
+                let reply = self.reply(id.clone(), |turn_id| wire::PromptResult { turn_id });
+                self.session(&p.session_id)?.send(Op::Prompt { parts, reply });
+                Ok(())
+            }
+            method::STOP => {
+                let p: wire::SessionIdParams = params(raw)?;
+                let reply = self.reply(id.clone(), |stopped| wire::StopResult { stopped });
+                self.session(&p.session_id)?.send(Op::Stop { reply });
+                Ok(())
+            }
+            method::STEER => {
+                let p: wire::SteerParams = params(raw)?;
+                if p.text.trim().is_empty() {
+                    return Err(RpcErrorObject::new(
+                        ErrorKind::InvalidParams,
+                        "steer text is empty; send the text to inject",
+                    ));
+                }
+                let reply = self.reply(id.clone(), |()| wire::SteerResult { queued: true });
+                self.session(&p.session_id)?.send(Op::Steer {
+                    text: p.text,
+                    reply,
+                });
+                Ok(())
+            }
+            method::APPROVE => {
+                let p: wire::ApproveParams = params(raw)?;
+                let reply = self.reply(id.clone(), |()| wire::EmptyResult {});
+                self.session(&p.session_id)?.send(Op::Approve {
+                    request_id: p.request_id,
+                    decision: p.decision,
+                    message: p.message,
+                    edited_content: p.edited_content,
+                    reply,
+                });
+                Ok(())
+            }
+            method::ANSWER => {
+                let p: wire::AnswerParams = params(raw)?;
+                let reply = self.reply(id.clone(), |()| wire::EmptyResult {});
+                self.session(&p.session_id)?.send(Op::Answer {
+                    request_id: p.request_id,
+                    answer: p.answer,
+                    reply,
+                });
+                Ok(())
+            }
+            method::SWITCH_MODEL => {
+                let p: wire::SwitchModelParams = params(raw)?;
+                let reply = self.reply(id.clone(), |(model, warning)| wire::SwitchModelResult {
+                    model,
+                    warning,
+                });
+                self.session(&p.session_id)?.send(Op::SwitchModel {
+                    model: p.model,
+                    reply,
+                });
+                Ok(())
+            }
+            method::SET_MODE => {
+                let p: wire::SetModeParams = params(raw)?;
+                let reply = self.reply(id.clone(), |()| wire::EmptyResult {});
+                self.session(&p.session_id)?.send(Op::SetMode { mode: p.mode, reply });
+                Ok(())
+            }
+            other => Err(RpcErrorObject::new(
+                ErrorKind::MethodNotFound,
+                format!(
+                    "method `{other}` does not exist; the methods are: {}",
+                    method::ALL.join(", ")
+                ),
+            )),
+        }
+    }
+
+    async fn shutdown_sessions(&mut self) {
+        let mut waits = Vec::new();
+        for (_, entry) in self.sessions.drain() {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            entry.handle.send(Op::Shutdown {
+                reply: Box::new(move |_| {
+                    let _ = tx.send(());
+                }),
+            });
+            waits.push(rx);
+        }
+        for wait in waits {
+            let _ = wait.await;
+        }
+    }
+}
+
+fn open_workspace(cwd: &str) -> Result<Workspace, RpcErrorObject> {
+    let path = Path::new(cwd);
+    let bad = |why: &str| {
+        RpcErrorObject::new(
+            ErrorKind::InvalidCwd,
+            format!("cwd `{cwd}` {why}; pass the absolute path of the workspace folder"),
+        )
+    };
+    if !path.is_absolute() {
+        return Err(bad("is not an absolute path"));
+    }
+    if !path.is_dir() {
+        return Err(bad("is not an existing directory"));
+    }
+    Workspace::open(vec![path.to_path_buf()]).map_err(|e| bad(&e.to_string()))
+}
+
+fn prompt_parts(content: wire::PromptContent) -> Result<Vec<Part>, RpcErrorObject> {
+    let parts: Vec<Part> = match content {
+        wire::PromptContent::Text(text) => vec![Part::Text { text }],
+        wire::PromptContent::Parts(parts) => parts
+            .into_iter()
+            .map(|p| match p {
+                wire::ContentPart::Text { text } => Part::Text { text },
+                wire::ContentPart::Image { mime_type, data } => Part::Image { mime_type, data },
+            })
+            .collect(),
+    };
+    let empty = parts.iter().all(|p| match p {
+        Part::Text { text } => text.trim().is_empty(),
+        Part::Image { data, .. } => data.is_empty(),
+    });
+    if empty {
+        return Err(RpcErrorObject::new(
+            ErrorKind::InvalidParams,
+            "prompt content is empty; send some text or an image",
+        ));
+    }
+    Ok(parts)
+}
+
+/// Build an [`Outbound`] and its receiver, for in-process drivers (benchmarks, tests).
+pub fn outbound_channel() -> (Outbound, mpsc::UnboundedReceiver<Vec<u8>>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (Outbound { tx }, rx)
+}

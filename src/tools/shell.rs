@@ -1,0 +1,320 @@
+//! The shell tool: runs one command line in its own process group, streams its output, and
+//! stops it on request (SIGINT to the group, then SIGKILL after a grace period).
+//!
+//! The command gets its own process group so that a stop reaches every process it started
+//! (`make` and its compilers, a test runner and its workers), not only the shell.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use rustix::process::{kill_process_group, Pid, Signal};
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The longest a model may ask a command to run.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How much output the model sees: the head and the tail, with a note in between.
+const HEAD_BYTES: usize = 8 * 1024;
+const TAIL_BYTES: usize = 24 * 1024;
+
+pub struct ShellRequest {
+    pub command: String,
+    pub cwd: PathBuf,
+    pub timeout: Duration,
+    /// Time between SIGINT and SIGKILL when the command is stopped or times out.
+    pub kill_grace: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShellEnd {
+    Exited(i32),
+    Signalled(i32),
+    TimedOut,
+    Interrupted,
+    FailedToStart(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct ShellResult {
+    pub end: ShellEnd,
+    /// Combined stdout and stderr, capped for the model.
+    pub output: String,
+}
+
+impl ShellResult {
+    /// The text the model sees.
+    pub fn model_text(&self, timeout: Duration) -> String {
+        let status = match &self.end {
+            ShellEnd::Exited(code) => format!("exit code {code}"),
+            ShellEnd::Signalled(sig) => format!("killed by signal {sig}"),
+            ShellEnd::TimedOut => format!(
+                "timed out after {} ms and was killed; pass a larger timeout_ms if it needs longer",
+                timeout.as_millis()
+            ),
+            ShellEnd::Interrupted => "interrupted by user".to_owned(),
+            ShellEnd::FailedToStart(e) => return format!("the command could not start: {e}"),
+        };
+        if self.output.is_empty() {
+            format!("{status}\n(no output)")
+        } else {
+            format!("{status}\n{}", self.output)
+        }
+    }
+
+    pub fn is_success(&self) -> bool {
+        self.end == ShellEnd::Exited(0)
+    }
+}
+
+/// Keeps the head and tail of a long output without holding all of it.
+struct CappedOutput {
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    dropped: usize,
+}
+
+impl CappedOutput {
+    fn new() -> Self {
+        CappedOutput {
+            head: Vec::new(),
+            tail: Default::default(),
+            dropped: 0,
+        }
+    }
+
+    fn push(&mut self, mut bytes: &[u8]) {
+        if self.head.len() < HEAD_BYTES {
+            let take = bytes.len().min(HEAD_BYTES - self.head.len());
+            self.head.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        self.tail.extend(bytes);
+        while self.tail.len() > TAIL_BYTES {
+            self.tail.pop_front();
+            self.dropped += 1;
+        }
+    }
+
+    fn finish(self) -> String {
+        let mut text = String::from_utf8_lossy(&self.head).into_owned();
+        if self.dropped > 0 {
+            text.push_str(&format!(
+                "\n… [{} bytes of output cut; rerun with a narrower command to see them] …\n",
+                self.dropped
+            ));
+        }
+        let (a, b) = self.tail.as_slices();
+        let mut tail = a.to_vec();
+        tail.extend_from_slice(b);
+        text.push_str(&String::from_utf8_lossy(&tail));
+        text
+    }
+}
+
+fn shell_program() -> &'static str {
+    if std::path::Path::new("/bin/bash").exists() {
+        "/bin/bash"
+    } else {
+        "/bin/sh"
+    }
+}
+
+fn signal_group(pid: Option<u32>, signal: Signal) {
+    if let Some(pid) = pid.and_then(|p| Pid::from_raw(p as i32)) {
+        // The group may already be gone; that is the outcome we wanted anyway.
+        let _ = kill_process_group(pid, signal);
+    }
+}
+
+/// Run the command; `on_output` receives each chunk of output as it arrives.
+pub async fn run(
+    request: ShellRequest,
+    cancel: &CancellationToken,
+    mut on_output: impl FnMut(&str),
+) -> ShellResult {
+    let mut command = tokio::process::Command::new(shell_program());
+    command
+        .arg("-c")
+        .arg(&request.command)
+        .current_dir(&request.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            return ShellResult {
+                end: ShellEnd::FailedToStart(format!("{e} (shell {})", shell_program())),
+                output: String::new(),
+            }
+        }
+    };
+    let pid = child.id();
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
+    for pipe in [
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let mut pipe = pipe;
+            let mut buf = vec![0u8; 8192];
+            loop {
+                match pipe.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if tx.send(buf[..n].to_vec()).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    drop(tx);
+
+    let mut output = CappedOutput::new();
+    let mut emit = |bytes: &[u8], output: &mut CappedOutput| {
+        output.push(bytes);
+        on_output(&String::from_utf8_lossy(bytes));
+    };
+    let deadline = tokio::time::sleep(request.timeout);
+    tokio::pin!(deadline);
+    let mut pipes_open = true;
+    let end = loop {
+        tokio::select! {
+            chunk = rx.recv(), if pipes_open => match chunk {
+                Some(bytes) => emit(&bytes, &mut output),
+                None => pipes_open = false,
+            },
+            status = child.wait() => {
+                break match status {
+                    Ok(status) => match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+                        (Some(code), _) => ShellEnd::Exited(code),
+                        (None, Some(sig)) => ShellEnd::Signalled(sig),
+                        (None, None) => ShellEnd::Exited(-1),
+                    },
+                    Err(e) => ShellEnd::FailedToStart(e.to_string()),
+                };
+            }
+            _ = cancel.cancelled() => {
+                stop_group(pid, &mut child, request.kill_grace).await;
+                break ShellEnd::Interrupted;
+            }
+            _ = &mut deadline => {
+                stop_group(pid, &mut child, request.kill_grace).await;
+                break ShellEnd::TimedOut;
+            }
+        }
+    };
+    // Collect what the pipes still hold. A background process the command left running may
+    // keep a pipe open forever, so this drain is bounded rather than waiting for EOF.
+    let drain_until = tokio::time::Instant::now() + Duration::from_millis(200);
+    while pipes_open {
+        match tokio::time::timeout_at(drain_until, rx.recv()).await {
+            Ok(Some(bytes)) => emit(&bytes, &mut output),
+            Ok(None) | Err(_) => pipes_open = false,
+        }
+    }
+    ShellResult {
+        end,
+        output: output.finish(),
+    }
+}
+
+async fn stop_group(pid: Option<u32>, child: &mut tokio::process::Child, grace: Duration) {
+    signal_group(pid, Signal::INT);
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        signal_group(pid, Signal::KILL);
+        let _ = child.wait().await;
+    } else {
+        // The shell exited on SIGINT, but processes it started may ignore SIGINT; make sure
+        // nothing of the stopped command keeps running.
+        signal_group(pid, Signal::KILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(command: &str) -> ShellRequest {
+        ShellRequest {
+            command: command.to_owned(),
+            cwd: std::env::temp_dir(),
+            timeout: Duration::from_secs(10),
+            kill_grace: Duration::from_millis(100),
+        }
+    }
+
+    #[tokio::test]
+    async fn runs_and_streams() {
+        let mut seen = String::new();
+        let result = run(
+            request("echo hello; echo oops >&2; exit 3"),
+            &CancellationToken::new(),
+            |s| seen.push_str(s),
+        )
+        .await;
+        assert_eq!(result.end, ShellEnd::Exited(3));
+        assert!(result.output.contains("hello") && result.output.contains("oops"));
+        assert!(seen.contains("hello"));
+    }
+
+    #[tokio::test]
+    async fn cancel_kills_the_group() {
+        // The command ignores SIGINT and leaves a grandchild, so only SIGKILL of the whole group
+        // ends it. Cancel as soon as the command has printed that it is running.
+        let cancel = CancellationToken::new();
+        let trigger = cancel.clone();
+        let started = std::time::Instant::now();
+        let result = run(
+            request("trap '' INT; sleep 30 & echo ready; sleep 30; wait"),
+            &cancel,
+            |s| {
+                if s.contains("ready") {
+                    trigger.cancel();
+                }
+            },
+        )
+        .await;
+        assert_eq!(result.end, ShellEnd::Interrupted);
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn timeout_is_reported() {
+        let mut r = request("sleep 5");
+        r.timeout = Duration::from_millis(100);
+        let result = run(r, &CancellationToken::new(), |_| {}).await;
+        assert_eq!(result.end, ShellEnd::TimedOut);
+        assert!(result
+            .model_text(Duration::from_millis(100))
+            .contains("timed out"));
+    }
+
+    #[test]
+    fn output_is_capped_with_a_note() {
+        let mut out = CappedOutput::new();
+        out.push(&vec![b'a'; HEAD_BYTES]);
+        out.push(&vec![b'b'; TAIL_BYTES * 2]);
+        let text = out.finish();
+        assert!(text.contains("bytes of output cut"));
+        assert!(text.len() < HEAD_BYTES + TAIL_BYTES + 200);
+    }
+}

@@ -1,0 +1,1061 @@
+//! Workspace roots, kernel-enforced path confinement and atomic writes.
+//!
+//! Every open, create and rename goes through a `cap_std::fs::Dir` handle for
+//! the root the path belongs to. On Linux cap-std resolves paths with
+//! `openat2(RESOLVE_BENEATH)`, so `..` escapes and symlinks that leave the
+//! root are refused by the kernel rather than by string checks here. The only
+//! lexical step is mapping an absolute path onto the root it starts with.
+
+pub mod diff;
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use cap_std::fs::{Dir, OpenOptions, Permissions};
+
+/// A set of workspace roots. Cloning is cheap: the roots live behind an `Arc`.
+#[derive(Clone)]
+pub struct Workspace {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Canonical absolute root paths, index-aligned with `dirs`.
+    roots: Vec<PathBuf>,
+    /// The roots as the caller spelled them, so an absolute path written with
+    /// a non-canonical spelling of a root (for example through a symlinked
+    /// parent) still maps onto that root.
+    given: Vec<PathBuf>,
+    /// Capability handles: the only way this module touches the filesystem.
+    dirs: Vec<Dir>,
+}
+
+impl fmt::Debug for Workspace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Workspace")
+            .field("roots", &self.inner.roots)
+            .finish()
+    }
+}
+
+/// A path that has been assigned to one workspace root.
+///
+/// `relative` may still contain `..` components: whether they stay inside the
+/// root is decided by the kernel when the path is used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspacePath {
+    pub root_index: usize,
+    pub relative: PathBuf,
+    /// The path as shown to the user and the model: relative to the root and
+    /// `/`-separated for root 0, prefixed with the root's absolute path for
+    /// the other roots.
+    pub display: String,
+}
+
+impl fmt::Display for WorkspacePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.display)
+    }
+}
+
+/// What kind of filesystem object a directory entry is (symlinks not followed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+/// One entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntryInfo {
+    pub name: String,
+    pub kind: EntryKind,
+    pub size: u64,
+}
+
+/// Errors from workspace operations. Each message names the path, the cause
+/// and what to do next, because the model reads them as tool results.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("the path is empty; pass a path relative to the workspace root {root} or an absolute path inside it")]
+    EmptyPath { root: String },
+
+    #[error("path `{path}` resolves outside the workspace {roots}; use a path inside the workspace (`..` or symlinks that leave the root, and absolute symlinks, are refused)")]
+    OutsideWorkspace { path: String, roots: String },
+
+    #[error("`{path}` does not exist; check the name with list_dir or glob")]
+    NotFound { path: String },
+
+    #[error("`{path}` is a directory or special file, not a regular file; use list_dir to see a directory's contents")]
+    NotAFile { path: String },
+
+    #[error("`{path}` is not a directory; use read_file to read a file")]
+    NotADirectory { path: String },
+
+    #[error("workspace root {path} is unusable: {reason}; pass an absolute path to an existing directory")]
+    InvalidRoot { path: PathBuf, reason: String },
+
+    #[error("`{path}` is not valid UTF-8 text; only UTF-8 text files can be read as text or edited, so use the shell tool for this file")]
+    NotUtf8 { path: String },
+
+    #[error("`{path}` is a symlink whose target does not exist; write to the target path instead")]
+    DanglingSymlink { path: String },
+
+    #[error("`{path}` uses `..` after a directory that does not exist yet, so it cannot be resolved; use a path without `..`")]
+    UnresolvableParent { path: String },
+
+    #[error("could not {op} `{path}`: {source}; check that the path is accessible and try again")]
+    Io {
+        path: String,
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl WorkspaceError {
+    /// True when the error means "this path does not exist".
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, WorkspaceError::NotFound { .. })
+    }
+}
+
+/// Where a write lands, worked out before anything is changed.
+struct WritePlan {
+    /// The file to replace, relative to the root, with a symlink at the
+    /// requested path already resolved to its target.
+    target: PathBuf,
+    parent: PathBuf,
+    file_name: OsString,
+    permissions: Option<Permissions>,
+    /// Parent directories to create, outermost first.
+    missing_dirs: Vec<PathBuf>,
+}
+
+/// A counter that keeps temp file names unique among concurrent writers in
+/// this process; the pid keeps them unique across processes.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// How many bytes of the target's name go into a temp file name, so the temp
+/// name stays below the usual 255-byte limit on a file name.
+const TEMP_NAME_STEM_MAX: usize = 100;
+
+impl Workspace {
+    /// Opens the given roots. Each must be an absolute path to an existing
+    /// directory; it is canonicalized so absolute paths can be mapped onto it.
+    pub fn open(roots: Vec<PathBuf>) -> Result<Workspace, WorkspaceError> {
+        if roots.is_empty() {
+            return Err(WorkspaceError::InvalidRoot {
+                path: PathBuf::new(),
+                reason: "no workspace root was given".to_string(),
+            });
+        }
+        let mut canonical = Vec::with_capacity(roots.len());
+        let mut dirs = Vec::with_capacity(roots.len());
+        for root in &roots {
+            if !root.is_absolute() {
+                return Err(WorkspaceError::InvalidRoot {
+                    path: root.clone(),
+                    reason: "the path is not absolute".to_string(),
+                });
+            }
+            let canon = std::fs::canonicalize(root).map_err(|e| WorkspaceError::InvalidRoot {
+                path: root.clone(),
+                reason: e.to_string(),
+            })?;
+            if !canon.is_dir() {
+                return Err(WorkspaceError::InvalidRoot {
+                    path: root.clone(),
+                    reason: "it is not a directory".to_string(),
+                });
+            }
+            let dir = Dir::open_ambient_dir(&canon, cap_std::ambient_authority()).map_err(|e| {
+                WorkspaceError::InvalidRoot {
+                    path: root.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
+            canonical.push(canon);
+            dirs.push(dir);
+        }
+        Ok(Workspace {
+            inner: Arc::new(Inner {
+                roots: canonical,
+                given: roots,
+                dirs,
+            }),
+        })
+    }
+
+    /// The canonical absolute roots, in the order they were given.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.inner.roots
+    }
+
+    /// The capability handle for root `index`.
+    ///
+    /// Panics if `index` is out of range, like slice indexing: indices only
+    /// come from `WorkspacePath`s this workspace produced.
+    pub fn root_dir(&self, index: usize) -> &Dir {
+        &self.inner.dirs[index]
+    }
+
+    /// Assigns a user-supplied path to a root.
+    ///
+    /// Relative paths belong to root 0. Absolute paths belong to the root
+    /// they lexically start with (the longest match wins, so nested roots
+    /// work); anything else is outside the workspace. `.` components are
+    /// dropped; `..` components are kept for the kernel to judge.
+    pub fn resolve(&self, user_path: &str) -> Result<WorkspacePath, WorkspaceError> {
+        if user_path.trim().is_empty() {
+            return Err(WorkspaceError::EmptyPath {
+                root: self.inner.roots[0].display().to_string(),
+            });
+        }
+        let path = Path::new(user_path);
+        let (root_index, rest) = if path.is_absolute() {
+            match self.root_for_absolute(path) {
+                Some(found) => found,
+                None => {
+                    return Err(WorkspaceError::OutsideWorkspace {
+                        path: user_path.to_string(),
+                        roots: self.roots_description(),
+                    })
+                }
+            }
+        } else {
+            (0, path)
+        };
+        let mut relative = PathBuf::new();
+        for component in rest.components() {
+            match component {
+                Component::Normal(part) => relative.push(part),
+                Component::ParentDir => relative.push(".."),
+                Component::CurDir => {}
+                // A root or prefix inside the remainder cannot happen after
+                // stripping a root, but refusing is the safe answer.
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(WorkspaceError::OutsideWorkspace {
+                        path: user_path.to_string(),
+                        roots: self.roots_description(),
+                    })
+                }
+            }
+        }
+        let display = self.display_path(root_index, &relative);
+        Ok(WorkspacePath {
+            root_index,
+            relative,
+            display,
+        })
+    }
+
+    /// Finds the root an absolute path starts with, comparing whole
+    /// components against both the canonical and the given spelling.
+    fn root_for_absolute<'p>(&self, path: &'p Path) -> Option<(usize, &'p Path)> {
+        let mut best: Option<(usize, &'p Path, usize)> = None;
+        let candidates = self
+            .inner
+            .roots
+            .iter()
+            .enumerate()
+            .chain(self.inner.given.iter().enumerate());
+        for (index, root) in candidates {
+            if let Ok(rest) = path.strip_prefix(root) {
+                let depth = root.components().count();
+                if best.is_none_or(|(_, _, d)| depth > d) {
+                    best = Some((index, rest, depth));
+                }
+            }
+        }
+        best.map(|(index, rest, _)| (index, rest))
+    }
+
+    /// How a path relative to root `root_index` is shown to the user and
+    /// the model (see `WorkspacePath::display`).
+    pub fn display_path(&self, root_index: usize, relative: &Path) -> String {
+        if root_index == 0 {
+            if relative.as_os_str().is_empty() {
+                ".".to_string()
+            } else {
+                slashed(relative)
+            }
+        } else {
+            slashed(&self.inner.roots[root_index].join(relative))
+        }
+    }
+
+    fn roots_description(&self) -> String {
+        let roots: Vec<String> = self
+            .inner
+            .roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect();
+        if roots.len() == 1 {
+            format!("root {}", roots[0])
+        } else {
+            format!("roots {}", roots.join(", "))
+        }
+    }
+
+    /// The absolute path for display or as a shell working directory. It is
+    /// not canonical and must not be used to open files.
+    pub fn absolute(&self, p: &WorkspacePath) -> PathBuf {
+        if p.relative.as_os_str().is_empty() {
+            self.inner.roots[p.root_index].clone()
+        } else {
+            self.inner.roots[p.root_index].join(&p.relative)
+        }
+    }
+
+    /// Maps an I/O error on `p` to a workspace error, recognising cap-std's
+    /// sandbox-escape error.
+    pub fn map_io(&self, p: &WorkspacePath, op: &'static str, err: io::Error) -> WorkspaceError {
+        if is_escape(&err) {
+            WorkspaceError::OutsideWorkspace {
+                path: p.display.clone(),
+                roots: format!("root {}", self.inner.roots[p.root_index].display()),
+            }
+        } else if matches!(
+            err.kind(),
+            io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+        ) {
+            // ENOTDIR means a parent component is a file, so the path
+            // itself does not exist either.
+            WorkspaceError::NotFound {
+                path: p.display.clone(),
+            }
+        } else {
+            WorkspaceError::Io {
+                path: p.display.clone(),
+                op,
+                source: err,
+            }
+        }
+    }
+
+    /// Opens a regular file for reading, confined to its root.
+    pub fn open_file(&self, p: &WorkspacePath) -> Result<cap_std::fs::File, WorkspaceError> {
+        let dir = self.root_dir(p.root_index);
+        let rel = cap_path(&p.relative);
+        // Checking the type first keeps us from opening a FIFO, which would
+        // block, or a directory, which opens fine but cannot be read.
+        let meta = dir
+            .metadata(rel)
+            .map_err(|e| self.map_io(p, "inspect", e))?;
+        if !meta.is_file() {
+            return Err(WorkspaceError::NotAFile {
+                path: p.display.clone(),
+            });
+        }
+        let file = dir.open(rel).map_err(|e| self.map_io(p, "open", e))?;
+        // The path may have been swapped between the two calls; the handle
+        // is what we read, so check the handle too.
+        let meta = file.metadata().map_err(|e| self.map_io(p, "inspect", e))?;
+        if !meta.is_file() {
+            return Err(WorkspaceError::NotAFile {
+                path: p.display.clone(),
+            });
+        }
+        Ok(file)
+    }
+
+    /// Reads a whole file.
+    pub fn read_bytes(&self, p: &WorkspacePath) -> Result<Vec<u8>, WorkspaceError> {
+        let mut file = self.open_file(p)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| self.map_io(p, "read", e))?;
+        Ok(bytes)
+    }
+
+    /// Reads a UTF-8 text file, or `None` when it does not exist.
+    pub fn read_text_if_exists(&self, p: &WorkspacePath) -> Result<Option<String>, WorkspaceError> {
+        match self.read_bytes(p) {
+            Ok(bytes) => String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| WorkspaceError::NotUtf8 {
+                    path: p.display.clone(),
+                }),
+            Err(WorkspaceError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Resolves `p` to its canonical path relative to its root, following
+    /// symlinks only as far as they stay inside the root.
+    pub fn canonical_relative(&self, p: &WorkspacePath) -> Result<PathBuf, WorkspaceError> {
+        let dir = self.root_dir(p.root_index);
+        let canon = dir
+            .canonicalize(cap_path(&p.relative))
+            .map_err(|e| self.map_io(p, "resolve", e))?;
+        // cap-std spells the root itself as "."; callers join this onto the
+        // root path, so the empty path is the useful spelling.
+        if canon == Path::new(".") {
+            Ok(PathBuf::new())
+        } else {
+            Ok(canon)
+        }
+    }
+
+    /// Checks that `p` could be written by `write_atomic` without touching
+    /// anything: it resolves inside the root, is not a directory, is not a
+    /// dangling symlink and its missing parents can be created. Planning uses
+    /// this so a doomed write is refused before the user is asked to approve it.
+    pub fn check_writable(&self, p: &WorkspacePath) -> Result<(), WorkspaceError> {
+        self.prepare_write(p).map(|_| ())
+    }
+
+    /// Writes a file atomically: missing parent directories are created
+    /// (inside the root), the bytes go to a temp file in the same directory,
+    /// which is fsynced and renamed over the target. An existing file keeps
+    /// its permissions; a symlink inside the root is written through.
+    pub fn write_atomic(&self, p: &WorkspacePath, bytes: &[u8]) -> Result<(), WorkspaceError> {
+        let dir = self.root_dir(p.root_index);
+        let plan = self.prepare_write(p)?;
+        for missing in &plan.missing_dirs {
+            match dir.create_dir(missing) {
+                Ok(()) => {}
+                // Another writer may have created it in the meantime.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir(missing) => {}
+                Err(e) => return Err(self.map_io(p, "create the parent directory of", e)),
+            }
+        }
+
+        let temp_rel = plan.parent.join(temp_name(&plan.file_name));
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        let mut temp = dir
+            .open_with(&temp_rel, &options)
+            .map_err(|e| self.map_io(p, "create a temp file for", e))?;
+
+        let written = (|| -> io::Result<()> {
+            temp.write_all(bytes)?;
+            if let Some(perms) = plan.permissions {
+                temp.set_permissions(perms)?;
+            }
+            temp.sync_all()?;
+            drop(temp);
+            dir.rename(&temp_rel, dir, &plan.target)
+        })();
+        if let Err(e) = written {
+            // Best effort: a leftover temp file is clutter, but the original
+            // error is what the caller needs to see.
+            let _ = dir.remove_file(&temp_rel);
+            return Err(self.map_io(p, "write", e));
+        }
+
+        // The rename is durable only once the directory entry is synced.
+        // Some filesystems refuse fsync on directories; the data itself is
+        // already safe, so that failure is not worth reporting.
+        if let Ok(parent_dir) = dir.open_dir(cap_path(&plan.parent)) {
+            let _ = parent_dir.into_std_file().sync_all();
+        }
+        Ok(())
+    }
+
+    /// Works out where a write to `p` lands, without changing anything.
+    fn prepare_write(&self, p: &WorkspacePath) -> Result<WritePlan, WorkspaceError> {
+        let dir = self.root_dir(p.root_index);
+        let mut target = p.relative.clone();
+        let mut permissions = None;
+        match dir.symlink_metadata(cap_path(&target)) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                // Renaming over a symlink would replace the link with a plain
+                // file; writing to its (confined) target keeps the link. An
+                // escaping link fails here with the sandbox error.
+                target = match dir.canonicalize(&target) {
+                    Ok(real) => real,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                        return Err(WorkspaceError::DanglingSymlink {
+                            path: p.display.clone(),
+                        })
+                    }
+                    Err(e) => return Err(self.map_io(p, "resolve", e)),
+                };
+                let meta = dir
+                    .metadata(&target)
+                    .map_err(|e| self.map_io(p, "inspect", e))?;
+                if !meta.is_file() {
+                    return Err(WorkspaceError::NotAFile {
+                        path: p.display.clone(),
+                    });
+                }
+                permissions = Some(meta.permissions());
+            }
+            Ok(meta) if meta.is_file() => permissions = Some(meta.permissions()),
+            Ok(_) => {
+                return Err(WorkspaceError::NotAFile {
+                    path: p.display.clone(),
+                })
+            }
+            // A parent that is a file (ENOTDIR) is reported precisely by
+            // the parent check below.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) => {}
+            Err(e) => return Err(self.map_io(p, "inspect", e)),
+        }
+
+        let file_name = match target.file_name() {
+            Some(name) => name.to_os_string(),
+            None => {
+                return Err(WorkspaceError::NotAFile {
+                    path: p.display.clone(),
+                })
+            }
+        };
+        let parent = target.parent().map(Path::to_path_buf).unwrap_or_default();
+        let missing_dirs = self.missing_parents(p, &parent)?;
+        Ok(WritePlan {
+            target,
+            parent,
+            file_name,
+            permissions,
+            missing_dirs,
+        })
+    }
+
+    /// The directories of `parent` that do not exist yet, outermost first.
+    /// Each existing prefix is checked through the root's handle, so a
+    /// component cannot lead outside.
+    fn missing_parents(
+        &self,
+        p: &WorkspacePath,
+        parent: &Path,
+    ) -> Result<Vec<PathBuf>, WorkspaceError> {
+        let dir = self.root_dir(p.root_index);
+        let components: Vec<Component<'_>> = parent
+            .components()
+            .filter(|c| !matches!(c, Component::CurDir))
+            .collect();
+        let mut prefix = PathBuf::new();
+        let mut first_missing = None;
+        for (i, component) in components.iter().enumerate() {
+            prefix.push(component.as_os_str());
+            match dir.metadata(&prefix) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => {
+                    return Err(WorkspaceError::NotADirectory {
+                        path: self.display_path(p.root_index, &prefix),
+                    })
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    first_missing = Some(i);
+                    break;
+                }
+                Err(e) => return Err(self.map_io(p, "inspect", e)),
+            }
+        }
+        let Some(first_missing) = first_missing else {
+            return Ok(Vec::new());
+        };
+        // `..` after a directory that does not exist yet cannot be resolved
+        // by the kernel without creating something first; refusing it up
+        // front means a refused write leaves no trace.
+        if components[first_missing..]
+            .iter()
+            .any(|c| !matches!(c, Component::Normal(_)))
+        {
+            return Err(WorkspaceError::UnresolvableParent {
+                path: p.display.clone(),
+            });
+        }
+        let mut prefix: PathBuf = components[..first_missing]
+            .iter()
+            .map(|c| c.as_os_str())
+            .collect();
+        let mut missing = Vec::new();
+        for component in &components[first_missing..] {
+            prefix.push(component.as_os_str());
+            missing.push(prefix.clone());
+        }
+        Ok(missing)
+    }
+
+    /// Lists a directory, sorted by name. Symlinks are reported as symlinks
+    /// and not followed.
+    pub fn list_dir(&self, p: &WorkspacePath) -> Result<Vec<DirEntryInfo>, WorkspaceError> {
+        let dir = self.root_dir(p.root_index);
+        let rel = cap_path(&p.relative);
+        let meta = dir
+            .metadata(rel)
+            .map_err(|e| self.map_io(p, "inspect", e))?;
+        if !meta.is_dir() {
+            return Err(WorkspaceError::NotADirectory {
+                path: p.display.clone(),
+            });
+        }
+        let entries = dir.read_dir(rel).map_err(|e| self.map_io(p, "list", e))?;
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| self.map_io(p, "list", e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let file_type = entry.file_type().map_err(|e| self.map_io(p, "list", e))?;
+            let kind = if file_type.is_symlink() {
+                EntryKind::Symlink
+            } else if file_type.is_dir() {
+                EntryKind::Dir
+            } else if file_type.is_file() {
+                EntryKind::File
+            } else {
+                EntryKind::Other
+            };
+            // An entry can vanish between readdir and stat; report it with
+            // size 0 rather than failing the whole listing.
+            let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+            out.push(DirEntryInfo { name, kind, size });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+}
+
+/// cap-std wants "." rather than an empty path for the root itself.
+fn cap_path(relative: &Path) -> &Path {
+    if relative.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        relative
+    }
+}
+
+/// Joins a path's components with '/', whatever the platform separator.
+fn slashed(path: &Path) -> String {
+    let mut out = String::new();
+    for component in path.components() {
+        match component {
+            Component::RootDir => out.push('/'),
+            other => {
+                if !out.is_empty() && !out.ends_with('/') {
+                    out.push('/');
+                }
+                out.push_str(&other.as_os_str().to_string_lossy());
+            }
+        }
+    }
+    out
+}
+
+/// A hidden, unique temp file name next to the target.
+fn temp_name(file_name: &OsStr) -> String {
+    let name = file_name.to_string_lossy();
+    let mut stem_len = name.len().min(TEMP_NAME_STEM_MAX);
+    while !name.is_char_boundary(stem_len) {
+        stem_len -= 1;
+    }
+    let counter = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!(
+        ".{}.tandem-{}-{}.tmp",
+        &name[..stem_len],
+        std::process::id(),
+        counter
+    )
+}
+
+/// cap-std reports sandbox escapes as a synthetic PermissionDenied error
+/// without an OS error code; a real EACCES carries its errno.
+fn is_escape(err: &io::Error) -> bool {
+    err.kind() == io::ErrorKind::PermissionDenied
+        && (err.raw_os_error().is_none() || err.to_string().contains("outside of the filesystem"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{symlink, PermissionsExt};
+
+    struct Fixture {
+        _tmp: tempfile::TempDir,
+        root: PathBuf,
+        outside: PathBuf,
+        ws: Workspace,
+    }
+
+    fn fixture() -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret.txt"), "secret").unwrap();
+        let ws = Workspace::open(vec![root.clone()]).unwrap();
+        let root = ws.roots()[0].clone();
+        let outside = std::fs::canonicalize(&outside).unwrap();
+        Fixture {
+            _tmp: tmp,
+            root,
+            outside,
+            ws,
+        }
+    }
+
+    fn assert_outside(err: WorkspaceError) {
+        match &err {
+            WorkspaceError::OutsideWorkspace { .. } => {}
+            other => panic!("expected OutsideWorkspace, got {other:?}"),
+        }
+        let text = err.to_string();
+        assert!(text.contains("outside the workspace"), "{text}");
+        assert!(text.contains("use a path inside the workspace"), "{text}");
+    }
+
+    #[test]
+    fn open_rejects_relative_and_missing_roots() {
+        assert!(matches!(
+            Workspace::open(vec![PathBuf::from("relative/dir")]),
+            Err(WorkspaceError::InvalidRoot { .. })
+        ));
+        assert!(matches!(
+            Workspace::open(vec![PathBuf::from("/definitely/not/here/tandem")]),
+            Err(WorkspaceError::InvalidRoot { .. })
+        ));
+        assert!(matches!(
+            Workspace::open(vec![]),
+            Err(WorkspaceError::InvalidRoot { .. })
+        ));
+    }
+
+    #[test]
+    fn resolve_normalises_dot_and_rejects_empty() {
+        let f = fixture();
+        let p = f.ws.resolve("./src/./main.rs").unwrap();
+        assert_eq!(p.root_index, 0);
+        assert_eq!(p.relative, PathBuf::from("src/main.rs"));
+        assert_eq!(p.display, "src/main.rs");
+        assert_eq!(f.ws.resolve(".").unwrap().display, ".");
+        assert!(matches!(
+            f.ws.resolve(""),
+            Err(WorkspaceError::EmptyPath { .. })
+        ));
+        assert!(matches!(
+            f.ws.resolve("  "),
+            Err(WorkspaceError::EmptyPath { .. })
+        ));
+    }
+
+    #[test]
+    fn dotdot_escape_is_refused_by_the_kernel() {
+        let f = fixture();
+        let p = f.ws.resolve("../outside/secret.txt").unwrap();
+        // The `..` is kept for the kernel to judge, not stripped.
+        assert_eq!(p.relative, PathBuf::from("../outside/secret.txt"));
+        assert_outside(f.ws.read_bytes(&p).unwrap_err());
+        let err = f.ws.read_bytes(&f.ws.resolve("../etc/passwd").unwrap());
+        let text = err.unwrap_err().to_string();
+        assert!(text.contains("`../etc/passwd`"), "{text}");
+        assert!(text.contains(&f.root.display().to_string()), "{text}");
+    }
+
+    #[test]
+    fn nested_dotdot_escape_is_refused() {
+        let f = fixture();
+        std::fs::create_dir_all(f.root.join("a")).unwrap();
+        let p = f.ws.resolve("a/../../outside/secret.txt").unwrap();
+        assert_outside(f.ws.read_bytes(&p).unwrap_err());
+        assert_outside(f.ws.write_atomic(&p, b"x").unwrap_err());
+        assert_eq!(
+            std::fs::read_to_string(f.outside.join("secret.txt")).unwrap(),
+            "secret"
+        );
+        // `..` that stays inside the root is fine.
+        std::fs::write(f.root.join("b.txt"), "b").unwrap();
+        let inside = f.ws.resolve("a/../b.txt").unwrap();
+        assert_eq!(f.ws.read_bytes(&inside).unwrap(), b"b");
+    }
+
+    #[test]
+    fn absolute_path_outside_is_refused() {
+        let f = fixture();
+        let path = f.outside.join("secret.txt");
+        assert_outside(f.ws.resolve(path.to_str().unwrap()).unwrap_err());
+        assert_outside(f.ws.resolve("/etc/passwd").unwrap_err());
+        // A sibling whose name merely starts with the root's name is not
+        // inside it: the prefix match is by whole components.
+        let sibling = format!("{}-sibling/x", f.root.display());
+        assert_outside(f.ws.resolve(&sibling).unwrap_err());
+    }
+
+    #[test]
+    fn absolute_path_inside_is_accepted() {
+        let f = fixture();
+        std::fs::create_dir_all(f.root.join("src")).unwrap();
+        std::fs::write(f.root.join("src/lib.rs"), "fn x() {}").unwrap();
+        let abs = f.root.join("src/lib.rs");
+        let p = f.ws.resolve(abs.to_str().unwrap()).unwrap();
+        assert_eq!(p.root_index, 0);
+        assert_eq!(p.relative, PathBuf::from("src/lib.rs"));
+        assert_eq!(p.display, "src/lib.rs");
+        assert_eq!(f.ws.absolute(&p), abs);
+        assert_eq!(f.ws.read_bytes(&p).unwrap(), b"fn x() {}");
+        let root = f.ws.resolve(f.root.to_str().unwrap()).unwrap();
+        assert_eq!(root.relative, PathBuf::new());
+        assert_eq!(f.ws.absolute(&root), f.root);
+    }
+
+    #[test]
+    fn absolute_path_with_dotdot_out_of_root_is_refused() {
+        let f = fixture();
+        let sneaky = format!("{}/../outside/secret.txt", f.root.display());
+        let p = f.ws.resolve(&sneaky).unwrap();
+        assert_outside(f.ws.read_bytes(&p).unwrap_err());
+    }
+
+    #[test]
+    fn second_root_paths_display_absolute() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = tmp.path().join("a");
+        let b = tmp.path().join("b");
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        std::fs::write(b.join("notes.md"), "hi").unwrap();
+        let ws = Workspace::open(vec![a.clone(), b.clone()]).unwrap();
+        let b_canon = ws.roots()[1].clone();
+        let p = ws
+            .resolve(b_canon.join("notes.md").to_str().unwrap())
+            .unwrap();
+        assert_eq!(p.root_index, 1);
+        assert_eq!(p.relative, PathBuf::from("notes.md"));
+        assert_eq!(p.display, format!("{}/notes.md", b_canon.display()));
+        assert_eq!(ws.read_bytes(&p).unwrap(), b"hi");
+        // Relative paths always belong to the first root.
+        assert_eq!(ws.resolve("notes.md").unwrap().root_index, 0);
+    }
+
+    #[test]
+    fn nested_roots_pick_the_longest_prefix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outer = tmp.path().join("outer");
+        let inner = outer.join("inner");
+        std::fs::create_dir_all(&inner).unwrap();
+        let ws = Workspace::open(vec![outer, inner]).unwrap();
+        let path = ws.roots()[1].join("x.txt");
+        let p = ws.resolve(path.to_str().unwrap()).unwrap();
+        assert_eq!(p.root_index, 1);
+        assert_eq!(p.relative, PathBuf::from("x.txt"));
+    }
+
+    #[test]
+    fn symlink_to_outside_file_refused_for_read_and_write() {
+        let f = fixture();
+        symlink(f.outside.join("secret.txt"), f.root.join("abs_link")).unwrap();
+        symlink("../outside/secret.txt", f.root.join("rel_link")).unwrap();
+        for name in ["abs_link", "rel_link"] {
+            let p = f.ws.resolve(name).unwrap();
+            assert_outside(f.ws.read_bytes(&p).unwrap_err());
+            assert_outside(f.ws.read_text_if_exists(&p).unwrap_err());
+            assert_outside(f.ws.write_atomic(&p, b"pwned").unwrap_err());
+            // The link itself must survive a refused write.
+            assert!(std::fs::symlink_metadata(f.root.join(name))
+                .unwrap()
+                .file_type()
+                .is_symlink());
+        }
+        assert_eq!(
+            std::fs::read_to_string(f.outside.join("secret.txt")).unwrap(),
+            "secret"
+        );
+    }
+
+    #[test]
+    fn symlinked_dir_outside_refused_for_list_read_and_write() {
+        let f = fixture();
+        symlink(&f.outside, f.root.join("out")).unwrap();
+        let dir = f.ws.resolve("out").unwrap();
+        assert_outside(f.ws.list_dir(&dir).unwrap_err());
+        let file = f.ws.resolve("out/secret.txt").unwrap();
+        assert_outside(f.ws.read_bytes(&file).unwrap_err());
+        let new = f.ws.resolve("out/new.txt").unwrap();
+        assert_outside(f.ws.write_atomic(&new, b"x").unwrap_err());
+        assert!(!f.outside.join("new.txt").exists());
+        let deeper = f.ws.resolve("out/sub/new.txt").unwrap();
+        assert_outside(f.ws.write_atomic(&deeper, b"x").unwrap_err());
+        assert!(!f.outside.join("sub").exists());
+    }
+
+    #[test]
+    fn absolute_symlink_is_refused_even_when_it_points_inside() {
+        // RESOLVE_BENEATH refuses every absolute symlink; this pins that
+        // conservative behaviour so a change in it is noticed.
+        let f = fixture();
+        std::fs::write(f.root.join("real.txt"), "x").unwrap();
+        symlink(f.root.join("real.txt"), f.root.join("abs_alias")).unwrap();
+        let p = f.ws.resolve("abs_alias").unwrap();
+        assert_outside(f.ws.read_bytes(&p).unwrap_err());
+    }
+
+    #[test]
+    fn symlink_inside_root_is_written_through() {
+        let f = fixture();
+        std::fs::write(f.root.join("real.txt"), "old").unwrap();
+        symlink("real.txt", f.root.join("alias.txt")).unwrap();
+        let p = f.ws.resolve("alias.txt").unwrap();
+        assert_eq!(
+            f.ws.read_text_if_exists(&p).unwrap().as_deref(),
+            Some("old")
+        );
+        f.ws.write_atomic(&p, b"new").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(f.root.join("real.txt")).unwrap(),
+            "new"
+        );
+        assert!(std::fs::symlink_metadata(f.root.join("alias.txt"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+    }
+
+    #[test]
+    fn dangling_symlink_write_is_refused() {
+        let f = fixture();
+        symlink("nowhere.txt", f.root.join("dangling")).unwrap();
+        let p = f.ws.resolve("dangling").unwrap();
+        assert!(matches!(
+            f.ws.write_atomic(&p, b"x"),
+            Err(WorkspaceError::DanglingSymlink { .. })
+        ));
+        assert!(!f.root.join("nowhere.txt").exists());
+    }
+
+    #[test]
+    fn write_creates_parents_atomically_and_keeps_permissions() {
+        let f = fixture();
+        let p = f.ws.resolve("deep/er/file.txt").unwrap();
+        f.ws.write_atomic(&p, b"first").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(f.root.join("deep/er/file.txt")).unwrap(),
+            "first"
+        );
+
+        let target = f.root.join("deep/er/file.txt");
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o750)).unwrap();
+        f.ws.write_atomic(&p, b"second").unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "second");
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o750);
+
+        // Only the target is left in the directory: no temp file remains.
+        let names: Vec<String> = std::fs::read_dir(f.root.join("deep/er"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["file.txt".to_string()]);
+    }
+
+    #[test]
+    fn write_replaces_by_rename_not_in_place() {
+        let f = fixture();
+        let target = f.root.join("a.txt");
+        std::fs::write(&target, "before").unwrap();
+        // A reader holding the old file keeps seeing the old inode's bytes,
+        // which is only true if the write went to a new file and was renamed.
+        let mut held = std::fs::File::open(&target).unwrap();
+        let p = f.ws.resolve("a.txt").unwrap();
+        f.ws.write_atomic(&p, b"after").unwrap();
+        let mut old = String::new();
+        held.read_to_string(&mut old).unwrap();
+        assert_eq!(old, "before");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "after");
+    }
+
+    #[test]
+    fn write_with_dotdot_after_missing_dir_creates_nothing() {
+        let f = fixture();
+        let p = f.ws.resolve("newdir/../../escape.txt").unwrap();
+        let err = f.ws.write_atomic(&p, b"x").unwrap_err();
+        assert!(
+            matches!(err, WorkspaceError::UnresolvableParent { .. }),
+            "{err:?}"
+        );
+        assert!(!f.root.join("newdir").exists());
+    }
+
+    #[test]
+    fn write_refuses_directories() {
+        let f = fixture();
+        std::fs::create_dir_all(f.root.join("d")).unwrap();
+        let p = f.ws.resolve("d").unwrap();
+        assert!(matches!(
+            f.ws.write_atomic(&p, b"x"),
+            Err(WorkspaceError::NotAFile { .. })
+        ));
+        std::fs::write(f.root.join("plain"), "x").unwrap();
+        let under_file = f.ws.resolve("plain/child.txt").unwrap();
+        let err = f.ws.write_atomic(&under_file, b"x").unwrap_err();
+        assert!(
+            matches!(&err, WorkspaceError::NotADirectory { path } if path == "plain"),
+            "{err:?}"
+        );
+        assert!(matches!(
+            f.ws.read_bytes(&under_file),
+            Err(WorkspaceError::NotFound { .. })
+        ));
+    }
+
+    #[test]
+    fn read_text_if_exists_handles_missing_and_non_utf8() {
+        let f = fixture();
+        let missing = f.ws.resolve("missing.txt").unwrap();
+        assert_eq!(f.ws.read_text_if_exists(&missing).unwrap(), None);
+        std::fs::write(f.root.join("latin1.txt"), b"caf\xe9").unwrap();
+        let p = f.ws.resolve("latin1.txt").unwrap();
+        let err = f.ws.read_text_if_exists(&p).unwrap_err();
+        assert!(matches!(err, WorkspaceError::NotUtf8 { .. }));
+        assert!(err.to_string().contains("not valid UTF-8"));
+        let not_found = f.ws.read_bytes(&missing).unwrap_err();
+        assert!(not_found
+            .to_string()
+            .contains("`missing.txt` does not exist"));
+    }
+
+    #[test]
+    fn list_dir_is_sorted_and_typed() {
+        let f = fixture();
+        std::fs::create_dir_all(f.root.join("zdir")).unwrap();
+        std::fs::write(f.root.join("b.txt"), "12345").unwrap();
+        std::fs::write(f.root.join("a.txt"), "").unwrap();
+        symlink("b.txt", f.root.join("c_link")).unwrap();
+        let entries = f.ws.list_dir(&f.ws.resolve(".").unwrap()).unwrap();
+        let summary: Vec<(&str, EntryKind)> =
+            entries.iter().map(|e| (e.name.as_str(), e.kind)).collect();
+        assert_eq!(
+            summary,
+            vec![
+                ("a.txt", EntryKind::File),
+                ("b.txt", EntryKind::File),
+                ("c_link", EntryKind::Symlink),
+                ("zdir", EntryKind::Dir),
+            ]
+        );
+        assert_eq!(entries[0].size, 0);
+        assert_eq!(entries[1].size, 5);
+        let file = f.ws.resolve("b.txt").unwrap();
+        assert!(matches!(
+            f.ws.list_dir(&file),
+            Err(WorkspaceError::NotADirectory { .. })
+        ));
+    }
+
+    #[test]
+    fn canonical_relative_resolves_inside_links() {
+        let f = fixture();
+        std::fs::create_dir_all(f.root.join("real/sub")).unwrap();
+        symlink("real", f.root.join("alias")).unwrap();
+        let p = f.ws.resolve("alias/sub").unwrap();
+        assert_eq!(
+            f.ws.canonical_relative(&p).unwrap(),
+            PathBuf::from("real/sub")
+        );
+        let root = f.ws.resolve(".").unwrap();
+        assert_eq!(f.ws.canonical_relative(&root).unwrap(), PathBuf::new());
+    }
+}

@@ -1,0 +1,901 @@
+//! A scripted OpenAI-compatible chat-completions server on 127.0.0.1 for integration tests.
+//!
+//! It is a deliberately small hand-written HTTP/1.1 server (one request per connection,
+//! `Connection: close`) so that tests control every byte and every pause of the SSE stream:
+//! the provider code under test must cope with real sockets, real chunk boundaries and real
+//! disconnects, not with an in-process fake.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::wait_timeout;
+
+/// The usage numbers `Script::text_reply` and `Script::tool_calls` report.
+pub const HELPER_USAGE: (u64, u64) = (10, 5);
+
+/// The message of the HTTP 500 the mock answers when no script is queued.
+pub const NO_SCRIPT_MESSAGE: &str = "mock LLM has no scripted response left";
+
+/// A latch the test opens to let a paused stream continue.
+///
+/// Clones share one latch. Opening is permanent (a latch, not a semaphore), so a test can open
+/// it before or after the stream reaches it without a race.
+#[derive(Clone)]
+pub struct Gate {
+    open: Arc<watch::Sender<bool>>,
+    // Counts how many streams have arrived at this gate, so a test can wait until the mock
+    // is really paused (for example before sending `stop`) instead of sleeping.
+    reached: Arc<watch::Sender<usize>>,
+}
+
+impl Gate {
+    pub fn new() -> Gate {
+        Gate {
+            open: Arc::new(watch::Sender::new(false)),
+            reached: Arc::new(watch::Sender::new(0)),
+        }
+    }
+
+    /// Opens the gate; every stream waiting on it (now or later) proceeds.
+    pub fn open(&self) {
+        self.open.send_replace(true);
+    }
+
+    pub fn is_open(&self) -> bool {
+        *self.open.borrow()
+    }
+
+    /// Waits until the gate is open (used by the mock).
+    pub async fn wait_open(&self) {
+        let mut rx = self.open.subscribe();
+        // The sender lives in `self`, so `wait_for` can only end by seeing `true`.
+        let _ = rx.wait_for(|open| *open).await;
+    }
+
+    /// Waits (with the harness guard timeout) until at least one stream is paused at this gate.
+    pub async fn wait_reached(&self) {
+        let mut rx = self.reached.subscribe();
+        let fut = rx.wait_for(|n| *n > 0);
+        if tokio::time::timeout(wait_timeout(), fut).await.is_err() {
+            panic!(
+                "timed out after {:?} waiting for the mock LLM stream to reach a gate \
+                 (did the server send the request? was the script queued?)",
+                wait_timeout()
+            );
+        }
+    }
+
+    /// How many streams have reached this gate so far.
+    pub fn reached_count(&self) -> usize {
+        *self.reached.borrow()
+    }
+
+    fn mark_reached(&self) {
+        self.reached.send_modify(|n| *n += 1);
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate::new()
+    }
+}
+
+impl fmt::Debug for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gate")
+            .field("open", &self.is_open())
+            .field("reached", &self.reached_count())
+            .finish()
+    }
+}
+
+/// One step of a scripted streaming response.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// A chunk with `delta: {role: "assistant", content: ""}`, as real servers send first.
+    Role,
+    /// A chunk with `delta.content`.
+    Text(String),
+    /// A chunk with `delta.reasoning_content` (DeepSeek/vLLM style reasoning).
+    Reasoning(String),
+    /// A tool call, sent as one chunk with id/type/name and empty arguments followed by the
+    /// arguments split into about three pieces, so the client must reassemble them.
+    ToolCall {
+        index: u32,
+        id: String,
+        name: String,
+        args_json: String,
+    },
+    /// A chunk with an empty delta and this `finish_reason` ("stop", "tool_calls", "length").
+    Finish(String),
+    /// A chunk with empty `choices` and `usage: {prompt_tokens, completion_tokens, total_tokens}`.
+    Usage { prompt: u64, completion: u64 },
+    /// Like `Usage`, plus `prompt_tokens_details.cached_tokens`.
+    UsageCached {
+        prompt: u64,
+        completion: u64,
+        cached: u64,
+    },
+    /// `data: [DONE]`.
+    Done,
+    /// Pause the stream.
+    Delay(Duration),
+    /// Pause the stream until the gate is opened.
+    WaitFor(Gate),
+    /// Reset the connection (SO_LINGER 0, so the client sees an error, not a clean EOF).
+    /// A script that simply ends without `Done` gives a clean EOF instead.
+    Disconnect,
+    /// Answer with a plain HTTP error instead of a stream. Must be the first step.
+    HttpError {
+        status: u16,
+        body: String,
+        retry_after: Option<u32>,
+    },
+    /// Bytes written verbatim into the SSE body (for malformed-stream tests).
+    Raw(String),
+}
+
+/// A scripted response: the steps, played in order on one connection.
+#[derive(Clone, Debug, Default)]
+pub struct Script {
+    pub steps: Vec<Step>,
+    /// When set, the response head (status line and headers) is withheld until this gate
+    /// opens, so the client is stuck before it even has a response (stop-while-connecting).
+    /// By default the head is sent at once, like a real server, and only the body pauses.
+    pub head_gate: Option<Gate>,
+}
+
+impl Script {
+    /// An empty script; add steps with the builder methods.
+    pub fn new() -> Script {
+        Script::default()
+    }
+
+    pub fn from_steps(steps: Vec<Step>) -> Script {
+        Script {
+            steps,
+            head_gate: None,
+        }
+    }
+
+    /// Role chunk, the text in two pieces, `finish_reason: "stop"`, usage, `[DONE]`.
+    pub fn text_reply(text: &str) -> Script {
+        let (a, b) = split_at_char_middle(text);
+        let mut s = Script::new().role().text(a);
+        if !b.is_empty() {
+            s = s.text(b);
+        }
+        s.finish("stop")
+            .usage(HELPER_USAGE.0, HELPER_USAGE.1)
+            .done()
+    }
+
+    /// Role chunk, one `ToolCall` per `(id, name, args_json)` (indexes 0, 1, ...),
+    /// `finish_reason: "tool_calls"`, usage, `[DONE]`.
+    pub fn tool_calls<I, N, A>(calls: Vec<(I, N, A)>) -> Script
+    where
+        I: Into<String>,
+        N: Into<String>,
+        A: Into<String>,
+    {
+        let mut s = Script::new().role();
+        for (id, name, args) in calls {
+            s = s.tool_call(id, name, args);
+        }
+        s.finish("tool_calls")
+            .usage(HELPER_USAGE.0, HELPER_USAGE.1)
+            .done()
+    }
+
+    /// A single tool call; shorthand for `tool_calls(vec![(id, name, args_json)])`.
+    pub fn tool_call_reply(id: &str, name: &str, args: Value) -> Script {
+        Script::tool_calls(vec![(id, name, args.to_string())])
+    }
+
+    /// An HTTP error with an OpenAI-style error body.
+    pub fn http_error(status: u16, retry_after: Option<u32>) -> Script {
+        let body = json!({
+            "error": {
+                "message": format!("mock LLM scripted HTTP {status}"),
+                "type": if status == 429 { "rate_limit_error" } else { "server_error" },
+                "param": null,
+                "code": null,
+            }
+        })
+        .to_string();
+        Script::new().step(Step::HttpError {
+            status,
+            body,
+            retry_after,
+        })
+    }
+
+    pub fn step(mut self, step: Step) -> Script {
+        self.steps.push(step);
+        self
+    }
+
+    pub fn role(self) -> Script {
+        self.step(Step::Role)
+    }
+
+    pub fn text(self, text: impl Into<String>) -> Script {
+        self.step(Step::Text(text.into()))
+    }
+
+    pub fn reasoning(self, text: impl Into<String>) -> Script {
+        self.step(Step::Reasoning(text.into()))
+    }
+
+    /// Adds a tool call with the next free index (0 for the first tool call of the script).
+    pub fn tool_call(
+        self,
+        id: impl Into<String>,
+        name: impl Into<String>,
+        args_json: impl Into<String>,
+    ) -> Script {
+        let index = self
+            .steps
+            .iter()
+            .filter(|s| matches!(s, Step::ToolCall { .. }))
+            .count() as u32;
+        self.step(Step::ToolCall {
+            index,
+            id: id.into(),
+            name: name.into(),
+            args_json: args_json.into(),
+        })
+    }
+
+    pub fn finish(self, reason: impl Into<String>) -> Script {
+        self.step(Step::Finish(reason.into()))
+    }
+
+    pub fn usage(self, prompt: u64, completion: u64) -> Script {
+        self.step(Step::Usage { prompt, completion })
+    }
+
+    pub fn done(self) -> Script {
+        self.step(Step::Done)
+    }
+
+    pub fn delay(self, d: Duration) -> Script {
+        self.step(Step::Delay(d))
+    }
+
+    pub fn wait_for(self, gate: &Gate) -> Script {
+        self.step(Step::WaitFor(gate.clone()))
+    }
+
+    pub fn disconnect(self) -> Script {
+        self.step(Step::Disconnect)
+    }
+
+    pub fn raw(self, bytes: impl Into<String>) -> Script {
+        self.step(Step::Raw(bytes.into()))
+    }
+
+    /// Withholds the response head until `gate` opens (see `head_gate`).
+    pub fn hold_head_until(mut self, gate: &Gate) -> Script {
+        self.head_gate = Some(gate.clone());
+        self
+    }
+}
+
+/// One request the mock received.
+#[derive(Clone, Debug)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    /// Header names are lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+    /// True when a script was queued for it (false: it got the "no scripted response" 500).
+    pub scripted: bool,
+    /// True when the client closed the connection before the script ended.
+    pub cancelled: bool,
+    /// True when the mock finished writing the whole script.
+    pub finished: bool,
+}
+
+impl RecordedRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<Script>,
+    requests: Vec<RecordedRequest>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    // Bumped on every state change; waiters re-check their condition when it moves.
+    version: watch::Sender<u64>,
+}
+
+impl Shared {
+    fn update<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let r = f(&mut self.state.lock().unwrap());
+        self.version.send_modify(|v| *v += 1);
+        r
+    }
+}
+
+/// The mock server. Dropping it stops accepting connections.
+pub struct MockLlm {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept_task: JoinHandle<()>,
+}
+
+impl MockLlm {
+    /// Binds 127.0.0.1:0 and starts serving.
+    pub async fn start() -> MockLlm {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind mock LLM");
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            version: watch::Sender::new(0),
+        });
+        let s = shared.clone();
+        let accept_task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(handle_connection(stream, s.clone()));
+            }
+        });
+        MockLlm {
+            addr,
+            shared,
+            accept_task,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/v1`, the value for a provider's `base_url`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Queues a script; requests take scripts in FIFO order.
+    pub fn push(&self, script: Script) {
+        if let Some(pos) = script
+            .steps
+            .iter()
+            .position(|s| matches!(s, Step::HttpError { .. }))
+        {
+            assert_eq!(pos, 0, "Step::HttpError must be the first step of a script");
+        }
+        self.shared.update(|st| st.queue.push_back(script));
+    }
+
+    /// How many pushed scripts no request has taken yet.
+    pub fn pending_scripts(&self) -> usize {
+        self.shared.state.lock().unwrap().queue.len()
+    }
+
+    /// Bodies of the chat-completions requests received so far, in arrival order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.recorded().into_iter().map(|r| r.body).collect()
+    }
+
+    /// Everything recorded about each request, in arrival order.
+    pub fn recorded(&self) -> Vec<RecordedRequest> {
+        self.shared.state.lock().unwrap().requests.clone()
+    }
+
+    /// The body of request number `i` (0-based); panics with the count if absent.
+    pub fn request(&self, i: usize) -> Value {
+        let reqs = self.requests();
+        match reqs.get(i) {
+            Some(v) => v.clone(),
+            None => panic!(
+                "mock LLM request #{i} asked for, only {} received",
+                reqs.len()
+            ),
+        }
+    }
+
+    /// Waits until at least `n` requests were received; returns all bodies so far.
+    pub async fn wait_for_requests(&self, n: usize) -> Vec<Value> {
+        self.wait_until(&format!("{n} mock LLM request(s)"), |st| {
+            st.requests.len() >= n
+        })
+        .await;
+        self.requests()
+    }
+
+    /// Requests whose connection the client dropped before the script ended.
+    pub fn cancelled_count(&self) -> usize {
+        let st = self.shared.state.lock().unwrap();
+        st.requests.iter().filter(|r| r.cancelled).count()
+    }
+
+    /// Waits until `cancelled_count() >= n` (detection is asynchronous: the mock notices the
+    /// close while paused or on its next write).
+    pub async fn wait_for_cancelled(&self, n: usize) {
+        self.wait_until(&format!("{n} cancelled mock LLM stream(s)"), |st| {
+            st.requests.iter().filter(|r| r.cancelled).count() >= n
+        })
+        .await;
+    }
+
+    /// Waits until `n` requests have been fully answered (script finished or cancelled),
+    /// useful before asserting that nothing else was sent.
+    pub async fn wait_for_settled(&self, n: usize) {
+        self.wait_until(&format!("{n} settled mock LLM request(s)"), |st| {
+            st.requests
+                .iter()
+                .filter(|r| r.finished || r.cancelled || !r.scripted)
+                .count()
+                >= n
+        })
+        .await;
+    }
+
+    async fn wait_until(&self, what: &str, cond: impl Fn(&State) -> bool) {
+        let mut rx = self.shared.version.subscribe();
+        let deadline = tokio::time::Instant::now() + wait_timeout();
+        loop {
+            rx.borrow_and_update();
+            if cond(&self.shared.state.lock().unwrap()) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                let st = self.shared.state.lock().unwrap();
+                panic!(
+                    "timed out after {:?} waiting for {what}; received {} request(s), {} cancelled, \
+                     {} script(s) still queued",
+                    wait_timeout(),
+                    st.requests.len(),
+                    st.requests.iter().filter(|r| r.cancelled).count(),
+                    st.queue.len()
+                );
+            }
+        }
+    }
+}
+
+impl Drop for MockLlm {
+    fn drop(&mut self) {
+        self.accept_task.abort();
+    }
+}
+
+/// A parsed HTTP request head plus body.
+struct HttpRequest {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+async fn read_request<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> std::io::Result<HttpRequest> {
+    use std::io::{Error, ErrorKind};
+    let bad = |m: String| Error::new(ErrorKind::InvalidData, m);
+
+    let mut line = String::new();
+    if r.read_line(&mut line).await? == 0 {
+        return Err(Error::new(ErrorKind::UnexpectedEof, "no request line"));
+    }
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_string();
+    let path = parts.next().unwrap_or_default().to_string();
+
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line).await? == 0 {
+            return Err(bad("eof in headers".into()));
+        }
+        let l = line.trim_end_matches(['\r', '\n']);
+        if l.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = l.split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+
+    let mut body = Vec::new();
+    let chunked = header("transfer-encoding")
+        .map(|v| v.to_ascii_lowercase().contains("chunked"))
+        .unwrap_or(false);
+    if chunked {
+        loop {
+            line.clear();
+            r.read_line(&mut line).await?;
+            let size_text = line.trim().split(';').next().unwrap_or("").trim();
+            let size = usize::from_str_radix(size_text, 16)
+                .map_err(|_| bad(format!("bad chunk size line {line:?}")))?;
+            if size == 0 {
+                // Trailers, then the final empty line.
+                loop {
+                    line.clear();
+                    if r.read_line(&mut line).await? == 0 || line.trim().is_empty() {
+                        break;
+                    }
+                }
+                break;
+            }
+            let start = body.len();
+            body.resize(start + size, 0);
+            r.read_exact(&mut body[start..]).await?;
+            line.clear();
+            r.read_line(&mut line).await?; // the CRLF after the chunk data
+        }
+    } else if let Some(len) = header("content-length") {
+        let len: usize = len
+            .parse()
+            .map_err(|_| bad(format!("bad content-length {len:?}")))?;
+        body.resize(len, 0);
+        r.read_exact(&mut body).await?;
+    }
+    Ok(HttpRequest {
+        method,
+        path,
+        headers,
+        body,
+    })
+}
+
+fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        408 => "Request Timeout",
+        413 => "Payload Too Large",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Error",
+    }
+}
+
+async fn write_plain<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    status: u16,
+    body: &str,
+    retry_after: Option<u32>,
+) -> std::io::Result<()> {
+    let mut head = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        reason_phrase(status),
+        body.len()
+    );
+    if let Some(secs) = retry_after {
+        head.push_str(&format!("Retry-After: {secs}\r\n"));
+    }
+    head.push_str("\r\n");
+    w.write_all(head.as_bytes()).await?;
+    w.write_all(body.as_bytes()).await?;
+    w.flush().await?;
+    w.shutdown().await
+}
+
+fn error_body(message: &str, code: &str) -> String {
+    json!({"error": {"message": message, "type": "server_error", "param": null, "code": code}})
+        .to_string()
+}
+
+async fn handle_connection(mut stream: TcpStream, shared: Arc<Shared>) {
+    let req = {
+        let mut reader = BufReader::new(&mut stream);
+        match read_request(&mut reader).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("mock LLM: could not read request: {e}");
+                return;
+            }
+        }
+    };
+
+    if req.method != "POST" || req.path.trim_end_matches('/') != "/v1/chat/completions" {
+        let msg = format!(
+            "mock LLM only serves POST /v1/chat/completions, got {} {}",
+            req.method, req.path
+        );
+        eprintln!("{msg}");
+        let _ = write_plain(&mut stream, 404, &error_body(&msg, "not_found"), None).await;
+        return;
+    }
+    let body: Value = match serde_json::from_slice(&req.body) {
+        Ok(v) => v,
+        Err(e) => {
+            let msg = format!("mock LLM: request body is not JSON: {e}");
+            eprintln!("{msg}");
+            let _ = write_plain(&mut stream, 400, &error_body(&msg, "bad_json"), None).await;
+            return;
+        }
+    };
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("mock-model")
+        .to_string();
+
+    let (index, script) = shared.update(|st| {
+        let script = st.queue.pop_front();
+        st.requests.push(RecordedRequest {
+            method: req.method.clone(),
+            path: req.path.clone(),
+            headers: req.headers.clone(),
+            body,
+            scripted: script.is_some(),
+            cancelled: false,
+            finished: false,
+        });
+        (st.requests.len() - 1, script)
+    });
+
+    let Some(script) = script else {
+        // Loud failure: the test forgot to script this call (or the server made an extra one).
+        eprintln!("mock LLM: request #{index} arrived but {NO_SCRIPT_MESSAGE}");
+        let msg = format!("{NO_SCRIPT_MESSAGE} (request #{index})");
+        let _ = write_plain(&mut stream, 500, &error_body(&msg, "mock_exhausted"), None).await;
+        return;
+    };
+
+    let outcome = play(&mut stream, &script, &model, index).await;
+    match outcome {
+        Outcome::Finished => {
+            let _ = stream.shutdown().await;
+            shared.update(|st| st.requests[index].finished = true);
+        }
+        Outcome::Cancelled => {
+            shared.update(|st| st.requests[index].cancelled = true);
+        }
+        Outcome::Disconnect => {
+            // A zero linger turns close() into a RST, which the client sees as a broken
+            // connection rather than a clean end of body.
+            let _ = stream.set_zero_linger();
+            drop(stream);
+            shared.update(|st| st.requests[index].finished = true);
+        }
+    }
+}
+
+enum Outcome {
+    Finished,
+    Cancelled,
+    Disconnect,
+}
+
+/// Plays a script on the connection, watching the read side for the client hanging up.
+async fn play(stream: &mut TcpStream, script: &Script, model: &str, index: usize) -> Outcome {
+    let (mut rd, mut wr) = stream.split();
+    // The request was read completely, so any further read ending means the client closed
+    // (or reset) the connection: that is how a cancelled stream is detected while paused.
+    let closed = async move {
+        let mut buf = [0u8; 512];
+        loop {
+            match rd.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    };
+    tokio::pin!(closed);
+
+    let chunk_id = format!("chatcmpl-mock-{index}");
+    let created = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let chunk = |choices: Value, usage: Option<Value>| {
+        let mut c = json!({
+            "id": chunk_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": choices,
+        });
+        if let Some(u) = usage {
+            c["usage"] = u;
+        }
+        format!("data: {c}\n\n")
+    };
+    let delta = |d: Value| {
+        chunk(
+            json!([{"index": 0, "delta": d, "finish_reason": null}]),
+            None,
+        )
+    };
+
+    if let Some(gate) = &script.head_gate {
+        gate.mark_reached();
+        tokio::select! {
+            biased;
+            _ = &mut closed => return Outcome::Cancelled,
+            _ = gate.wait_open() => {}
+        }
+    }
+
+    if let Some(Step::HttpError {
+        status,
+        body,
+        retry_after,
+    }) = script.steps.first()
+    {
+        return match write_plain(&mut wr, *status, body, *retry_after).await {
+            Ok(()) => Outcome::Finished,
+            Err(_) => Outcome::Cancelled,
+        };
+    }
+
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+    let mut pieces: Vec<String> = vec![head.to_string()];
+
+    for step in &script.steps {
+        // What to write for this step, or a pause / a disconnect.
+        match step {
+            Step::Role => pieces.push(delta(json!({"role": "assistant", "content": ""}))),
+            Step::Text(t) => pieces.push(delta(json!({"content": t}))),
+            Step::Reasoning(t) => pieces.push(delta(json!({"reasoning_content": t}))),
+            Step::ToolCall {
+                index,
+                id,
+                name,
+                args_json,
+            } => {
+                pieces.push(delta(json!({"tool_calls": [{
+                    "index": index, "id": id, "type": "function",
+                    "function": {"name": name, "arguments": ""}
+                }]})));
+                for part in split_in_three(args_json) {
+                    pieces.push(delta(json!({"tool_calls": [{
+                        "index": index, "function": {"arguments": part}
+                    }]})));
+                }
+            }
+            Step::Finish(reason) => pieces.push(chunk(
+                json!([{"index": 0, "delta": {}, "finish_reason": reason}]),
+                None,
+            )),
+            Step::Usage { prompt, completion } => pieces.push(chunk(
+                json!([]),
+                Some(json!({
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                })),
+            )),
+            Step::UsageCached {
+                prompt,
+                completion,
+                cached,
+            } => pieces.push(chunk(
+                json!([]),
+                Some(json!({
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                    "prompt_tokens_details": {"cached_tokens": cached},
+                })),
+            )),
+            Step::Done => pieces.push("data: [DONE]\n\n".to_string()),
+            Step::Raw(s) => pieces.push(s.clone()),
+            Step::HttpError { .. } => unreachable!("checked in MockLlm::push"),
+            Step::Delay(_) | Step::WaitFor(_) | Step::Disconnect => {}
+        }
+
+        // Each chunk is written and flushed on its own so the client sees real chunk
+        // boundaries; `biased` makes a hang-up win over further writing.
+        for piece in pieces.drain(..) {
+            tokio::select! {
+                biased;
+                _ = &mut closed => return Outcome::Cancelled,
+                r = write_flush(&mut wr, piece.as_bytes()) => {
+                    if r.is_err() {
+                        return Outcome::Cancelled;
+                    }
+                }
+            }
+        }
+
+        match step {
+            Step::Delay(d) => {
+                tokio::select! {
+                    biased;
+                    _ = &mut closed => return Outcome::Cancelled,
+                    _ = tokio::time::sleep(*d) => {}
+                }
+            }
+            Step::WaitFor(gate) => {
+                gate.mark_reached();
+                tokio::select! {
+                    biased;
+                    _ = &mut closed => return Outcome::Cancelled,
+                    _ = gate.wait_open() => {}
+                }
+            }
+            Step::Disconnect => return Outcome::Disconnect,
+            _ => {}
+        }
+    }
+    // A script with no steps still sends its head.
+    for piece in pieces.drain(..) {
+        if write_flush(&mut wr, piece.as_bytes()).await.is_err() {
+            return Outcome::Cancelled;
+        }
+    }
+    Outcome::Finished
+}
+
+async fn write_flush<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8]) -> std::io::Result<()> {
+    w.write_all(bytes).await?;
+    w.flush().await
+}
+
+fn split_at_char_middle(s: &str) -> (&str, &str) {
+    let n = s.chars().count();
+    let cut = s
+        .char_indices()
+        .nth(n / 2)
+        .map(|(i, _)| i)
+        .unwrap_or(s.len());
+    s.split_at(cut)
+}
+
+/// Splits on char boundaries into up to three non-empty pieces.
+fn split_in_three(s: &str) -> Vec<&str> {
+    let idx: Vec<usize> = s.char_indices().map(|(i, _)| i).collect();
+    let n = idx.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let cuts: Vec<usize> = [n / 3, 2 * n / 3]
+        .into_iter()
+        .filter(|&c| c > 0 && c < n)
+        .map(|c| idx[c])
+        .collect();
+    let mut out = Vec::new();
+    let mut start = 0;
+    for c in cuts {
+        if c > start {
+            out.push(&s[start..c]);
+            start = c;
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
