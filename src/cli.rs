@@ -111,7 +111,10 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
     while let Some(event) = events.recv().await {
         match event {
             Event::TurnStarted { model } => {
-                println!("{}", colour(color, "2", &format!("── turn started on {model}")));
+                println!(
+                    "{}",
+                    colour(color, "2", &format!("── turn started on {model}"))
+                );
             }
             Event::AssistantDelta { text } => {
                 print!("{text}");
@@ -160,7 +163,9 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
                     println!("    approved by --yes");
                     (Decision::Once, None)
                 } else {
-                    let has_command = choices.iter().any(|c| c.decision == Decision::AlwaysCommand);
+                    let has_command = choices
+                        .iter()
+                        .any(|c| c.decision == Decision::AlwaysCommand);
                     let menu = if has_command {
                         "    [y] allow once  [a] always this tool  [c] always this command  [n] deny > "
                     } else {
@@ -171,7 +176,9 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
                         Some("a") => (Decision::AlwaysTool, None),
                         Some("c") if has_command => (Decision::AlwaysCommand, None),
                         Some(_) => {
-                            let why = read_line("    reason for the model (optional) > ".to_owned()).await;
+                            let why =
+                                read_line("    reason for the model (optional) > ".to_owned())
+                                    .await;
                             (Decision::Deny, why.filter(|w| !w.is_empty()))
                         }
                         None => (Decision::Deny, None),
@@ -275,7 +282,11 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
                     None => format!("── turn ended: {reason:?}"),
                 };
                 println!("{}", colour(color, "2", &text));
-                code = if reason == TurnEndReason::Completed { 0 } else { 1 };
+                code = if reason == TurnEndReason::Completed {
+                    0
+                } else {
+                    1
+                };
                 break;
             }
         }

@@ -151,7 +151,11 @@ impl Config {
                 "default_model = \"{}\" is not defined; add a [models.{}] table or pick one of: {}",
                 self.default_model,
                 self.default_model,
-                if known.is_empty() { "(no models defined)".to_owned() } else { known.join(", ") }
+                if known.is_empty() {
+                    "(no models defined)".to_owned()
+                } else {
+                    known.join(", ")
+                }
             )));
         }
         for (id, model) in &self.models {
@@ -216,22 +220,31 @@ context_window = 128000
     #[test]
     fn unknown_default_model_names_the_fix() {
         let text = "default_model = \"nope\"\n";
-        let err = Config::parse(text, Path::new("t.toml")).unwrap_err().to_string();
-        assert!(err.contains("default_model = \"nope\" is not defined"), "{err}");
+        let err = Config::parse(text, Path::new("t.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("default_model = \"nope\" is not defined"),
+            "{err}"
+        );
         assert!(err.contains("[models.nope]"), "{err}");
     }
 
     #[test]
     fn unknown_provider_is_refused() {
         let text = "default_model = \"m\"\n[models.m]\nprovider = \"p\"\nname = \"x\"\n";
-        let err = Config::parse(text, Path::new("t.toml")).unwrap_err().to_string();
+        let err = Config::parse(text, Path::new("t.toml"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("names provider \"p\""), "{err}");
     }
 
     #[test]
     fn openai_needs_base_url() {
         let text = "default_model = \"m\"\n[providers.p]\nkind = \"openai\"\n[models.m]\nprovider = \"p\"\nname = \"x\"\n";
-        let err = Config::parse(text, Path::new("t.toml")).unwrap_err().to_string();
+        let err = Config::parse(text, Path::new("t.toml"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("needs base_url"), "{err}");
     }
 

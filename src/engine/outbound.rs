@@ -117,7 +117,8 @@ mod tests {
             arguments: "{}".into(),
             extras: BTreeMap::new(),
         };
-        call.extras.insert("_anthropic.sig".into(), Value::from("x"));
+        call.extras
+            .insert("_anthropic.sig".into(), Value::from("x"));
         call.extras.insert("_openai.k".into(), Value::from("y"));
         let history = vec![
             Message::user(vec![Part::Text { text: "hi".into() }], Source::User, None),
@@ -129,7 +130,10 @@ mod tests {
         assert_eq!(out.len(), 3);
         match &out[0] {
             OutboundMessage::User { parts } => {
-                assert_eq!(parts.last(), Some(&OutboundPart::Text("<context>roots</context>".into())))
+                assert_eq!(
+                    parts.last(),
+                    Some(&OutboundPart::Text("<context>roots</context>".into()))
+                )
             }
             other => panic!("{other:?}"),
         }
@@ -156,8 +160,12 @@ mod tests {
         )];
         let blind = project(&history, &ctx(false));
         let seeing = project(&history, &ctx(true));
-        assert!(matches!(&blind[0], OutboundMessage::User { parts } if matches!(&parts[0], OutboundPart::Text(t) if t.contains("cannot view images"))));
-        assert!(matches!(&seeing[0], OutboundMessage::User { parts } if matches!(&parts[0], OutboundPart::Image { .. })));
+        assert!(
+            matches!(&blind[0], OutboundMessage::User { parts } if matches!(&parts[0], OutboundPart::Text(t) if t.contains("cannot view images")))
+        );
+        assert!(
+            matches!(&seeing[0], OutboundMessage::User { parts } if matches!(&parts[0], OutboundPart::Image { .. }))
+        );
         assert!(matches!(history[0].parts[0], Part::Image { .. }));
     }
 }

@@ -23,7 +23,9 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::history::{Message, NoticeKind, Part, ResultStatus, Source, ToolCallRecord, UsageRecord};
+use super::history::{
+    Message, NoticeKind, Part, ResultStatus, Source, ToolCallRecord, UsageRecord,
+};
 use super::outbound::{project, ProjectionContext};
 use crate::permissions::{self, suggested_prefix, Verdict};
 use crate::protocol::{
@@ -86,7 +88,7 @@ enum Prepared {
     Run {
         args: ToolArgs,
         risk: Risk,
-        plan: Option<PlannedEdit>,
+        plan: Option<Box<PlannedEdit>>,
         edited: Option<String>,
     },
     /// Never run; commit this result.
@@ -145,18 +147,30 @@ impl Turn {
             let config = &self.session.engine.config;
             let Some(model) = config.model(&model_id).cloned() else {
                 return Outcome::Error(ProviderError::new(
-                    format!("model {model_id} is not configured any more; switch to a configured model"),
+                    format!(
+                        "model {model_id} is not configured any more; switch to a configured model"
+                    ),
                     false,
                 ));
             };
             let Some(provider) = self.session.engine.providers.get(&model.provider) else {
                 return Outcome::Error(ProviderError::new(
-                    format!("provider {} of model {model_id} is not configured", model.provider),
+                    format!(
+                        "provider {} of model {model_id} is not configured",
+                        model.provider
+                    ),
                     false,
                 ));
             };
-            let request =
-                self.build_request(&system, &model_id, &model.name, model.vision, model.max_output_tokens, mode, provider.kind());
+            let request = self.build_request(
+                &system,
+                &model_id,
+                &model.name,
+                model.vision,
+                model.max_output_tokens,
+                mode,
+                provider.kind(),
+            );
             match self.stream(provider.as_ref(), request, mode).await {
                 StreamOutcome::Cancelled { text, reasoning } => {
                     self.commit_partial(text, reasoning);
@@ -290,7 +304,12 @@ impl Turn {
         }
     }
 
-    async fn stream(&mut self, provider: &dyn Provider, request: ProviderRequest, mode: Mode) -> StreamOutcome {
+    async fn stream(
+        &mut self,
+        provider: &dyn Provider,
+        request: ProviderRequest,
+        mode: Mode,
+    ) -> StreamOutcome {
         let mut chunks = provider.stream(request);
         let mut text = String::new();
         let mut reasoning = String::new();
@@ -402,7 +421,10 @@ impl Turn {
             result: None,
             diff: None,
         });
-        Some(tokio::spawn(run_read_only(self.session.workspace.clone(), args)))
+        Some(tokio::spawn(run_read_only(
+            self.session.workspace.clone(),
+            args,
+        )))
     }
 
     fn announce(&mut self, id: &str, name: &str, arguments: &Value, args: &ToolArgs) {
@@ -410,7 +432,9 @@ impl Turn {
             return;
         }
         self.announced.push(id.to_owned());
-        let kind = meta_for(name).map(|m| m.kind).unwrap_or(crate::protocol::ToolKind::Other);
+        let kind = meta_for(name)
+            .map(|m| m.kind)
+            .unwrap_or(crate::protocol::ToolKind::Other);
         self.emit(Event::ToolCall {
             tool_call_id: id.to_owned(),
             name: name.to_owned(),
@@ -426,7 +450,9 @@ impl Turn {
             return;
         }
         self.announced.push(call.id.clone());
-        let kind = meta_for(&call.name).map(|m| m.kind).unwrap_or(crate::protocol::ToolKind::Other);
+        let kind = meta_for(&call.name)
+            .map(|m| m.kind)
+            .unwrap_or(crate::protocol::ToolKind::Other);
         self.emit(Event::ToolCall {
             tool_call_id: call.id.clone(),
             name: call.name.clone(),
@@ -566,7 +592,15 @@ impl Turn {
                 self.interrupt_rest(&calls[index..]);
                 return false;
             }
-            let is_low = |p: &Prepared| matches!(p, Prepared::Run { risk: Risk::Low, .. });
+            let is_low = |p: &Prepared| {
+                matches!(
+                    p,
+                    Prepared::Run {
+                        risk: Risk::Low,
+                        ..
+                    }
+                )
+            };
             if is_low(&prepared[index]) {
                 let end = (index..calls.len())
                     .find(|&j| !is_low(&prepared[j]))
@@ -703,7 +737,7 @@ impl Turn {
                 if !matches!(verdict, Verdict::Refuse { .. }) =>
             {
                 match self.plan(args.clone()).await {
-                    Ok(plan) => Some(plan),
+                    Ok(plan) => Some(Box::new(plan)),
                     Err(text) => {
                         return Some(Prepared::Done {
                             status: ResultStatus::Failed,
@@ -733,8 +767,7 @@ impl Turn {
                             .to_owned(),
                     });
                 }
-                let (request_id, receiver) =
-                    self.register_pending(PendingKind::Approval, &call.id);
+                let (request_id, receiver) = self.register_pending(PendingKind::Approval, &call.id);
                 let command = args.command().map(str::to_owned);
                 let mut options = vec![
                     ApprovalOption {
@@ -772,9 +805,9 @@ impl Turn {
                     reason,
                     arguments: value.clone(),
                     diff: plan.as_ref().map(|p| vec![diff_entry(&p.diff)]),
-                    cwd: command.as_ref().map(|_| {
-                        self.session.workspace.roots()[0].display().to_string()
-                    }),
+                    cwd: command
+                        .as_ref()
+                        .map(|_| self.session.workspace.roots()[0].display().to_string()),
                     command: command.clone(),
                     options,
                 });
@@ -808,10 +841,10 @@ impl Turn {
                         {
                             let mut state = lock(&self.session.state);
                             match (decision, &command) {
-                                (Decision::AlwaysTool, _) => {
-                                    if !state.rules.tools.contains(&call.name) {
-                                        state.rules.tools.push(call.name.clone());
-                                    }
+                                (Decision::AlwaysTool, _)
+                                    if !state.rules.tools.contains(&call.name) =>
+                                {
+                                    state.rules.tools.push(call.name.clone());
                                 }
                                 (Decision::AlwaysCommand, Some(command)) => {
                                     let prefix = suggested_prefix(command);
@@ -896,7 +929,7 @@ impl Turn {
         &mut self,
         call: &ToolCallRecord,
         args: ToolArgs,
-        plan: Option<PlannedEdit>,
+        plan: Option<Box<PlannedEdit>>,
         edited: Option<String>,
     ) -> bool {
         self.emit(Event::ToolCallUpdate {
@@ -909,7 +942,12 @@ impl Turn {
         match args {
             ToolArgs::WriteFile { .. } | ToolArgs::EditFile { .. } => {
                 let Some(plan) = plan else {
-                    self.commit_result(call, ResultStatus::Failed, "internal error: edit without a plan".into(), None);
+                    self.commit_result(
+                        call,
+                        ResultStatus::Failed,
+                        "internal error: edit without a plan".into(),
+                        None,
+                    );
                     return true;
                 };
                 let workspace = self.session.workspace.clone();
@@ -952,7 +990,9 @@ impl Turn {
                     command,
                     cwd: self.session.workspace.roots()[0].clone(),
                     timeout,
-                    kill_grace: Duration::from_millis(self.session.engine.config.shell_kill_grace_ms),
+                    kill_grace: Duration::from_millis(
+                        self.session.engine.config.shell_kill_grace_ms,
+                    ),
                 };
                 let session = self.session.clone();
                 let turn_id = self.turn_id.clone();

@@ -157,12 +157,30 @@ mod tests {
         let shell = meta_for("shell").unwrap();
         let read = meta_for("read_file").unwrap();
         assert_eq!(evaluate(Mode::Ask, &rules, read, None), Verdict::Allow);
-        assert!(matches!(evaluate(Mode::Ask, &rules, write, None), Verdict::Ask { .. }));
-        assert_eq!(evaluate(Mode::AutoEdit, &rules, write, None), Verdict::Allow);
-        assert!(matches!(evaluate(Mode::AutoEdit, &rules, shell, Some("ls")), Verdict::Ask { .. }));
-        assert!(matches!(evaluate(Mode::Plan, &rules, write, None), Verdict::Refuse { .. }));
-        assert!(matches!(evaluate(Mode::Plan, &rules, shell, Some("ls")), Verdict::Refuse { .. }));
-        assert_eq!(evaluate(Mode::FullAuto, &rules, shell, Some("ls")), Verdict::Allow);
+        assert!(matches!(
+            evaluate(Mode::Ask, &rules, write, None),
+            Verdict::Ask { .. }
+        ));
+        assert_eq!(
+            evaluate(Mode::AutoEdit, &rules, write, None),
+            Verdict::Allow
+        );
+        assert!(matches!(
+            evaluate(Mode::AutoEdit, &rules, shell, Some("ls")),
+            Verdict::Ask { .. }
+        ));
+        assert!(matches!(
+            evaluate(Mode::Plan, &rules, write, None),
+            Verdict::Refuse { .. }
+        ));
+        assert!(matches!(
+            evaluate(Mode::Plan, &rules, shell, Some("ls")),
+            Verdict::Refuse { .. }
+        ));
+        assert_eq!(
+            evaluate(Mode::FullAuto, &rules, shell, Some("ls")),
+            Verdict::Allow
+        );
         assert!(!offered(Mode::Plan, write));
         assert!(offered(Mode::Plan, read));
     }
@@ -176,7 +194,10 @@ mod tests {
         let write = meta_for("write_file").unwrap();
         let shell = meta_for("shell").unwrap();
         assert_eq!(evaluate(Mode::Ask, &rules, write, None), Verdict::Allow);
-        assert_eq!(evaluate(Mode::Ask, &rules, shell, Some("cargo test -q")), Verdict::Allow);
+        assert_eq!(
+            evaluate(Mode::Ask, &rules, shell, Some("cargo test -q")),
+            Verdict::Allow
+        );
         assert!(matches!(
             evaluate(Mode::Ask, &rules, shell, Some("cargo test; curl x")),
             Verdict::Ask { .. }

@@ -489,7 +489,10 @@ mod tests {
 
     #[test]
     fn http_errors_classify() {
-        let e = http_error(reqwest::StatusCode::UNAUTHORIZED, r#"{"error":{"message":"bad key"}}"#);
+        let e = http_error(
+            reqwest::StatusCode::UNAUTHORIZED,
+            r#"{"error":{"message":"bad key"}}"#,
+        );
         assert!(!e.retriable);
         assert!(e.message.contains("bad key") && e.message.contains("api_key_env"));
         let e = http_error(reqwest::StatusCode::SERVICE_UNAVAILABLE, "down");

@@ -120,7 +120,11 @@ pub fn next_step(request: &ProviderRequest) -> Vec<Chunk> {
         2 if last_tool_result.is_some_and(|r| !r.starts_with("Wrote")) => {
             chunks.extend(words(&format!(
                 "The write did not happen ({}), so nothing changed. That's the whole demo.",
-                last_tool_result.unwrap_or_default().lines().next().unwrap_or_default()
+                last_tool_result
+                    .unwrap_or_default()
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
             )));
             chunks.push(Chunk::Finish(FinishReason::Stop));
         }

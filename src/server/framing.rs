@@ -226,10 +226,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                     match value.trim().parse::<usize>() {
                         Ok(n) => length = Some(n),
                         Err(_) => {
-                            problem = Some(format!(
-                                "Content-Length `{}` is not a number",
-                                value.trim()
-                            ))
+                            problem =
+                                Some(format!("Content-Length `{}` is not a number", value.trim()))
                         }
                     }
                 }
@@ -330,7 +328,10 @@ mod tests {
         let mut input = vec![b'x'; 5000];
         input.extend_from_slice(b"\n{\"ok\":1}\n");
         let (f, _) = frames(&input, 100).await;
-        assert_eq!(f, vec![Frame::TooLarge, Frame::Message(b"{\"ok\":1}".to_vec())]);
+        assert_eq!(
+            f,
+            vec![Frame::TooLarge, Frame::Message(b"{\"ok\":1}".to_vec())]
+        );
     }
 
     #[tokio::test]

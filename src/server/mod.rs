@@ -390,7 +390,8 @@ impl Server {
                 Ok(())
             }
             method::SESSION_LIST => {
-                let filter: Option<String> = raw.get("cwd").and_then(Value::as_str).map(str::to_owned);
+                let filter: Option<String> =
+                    raw.get("cwd").and_then(Value::as_str).map(str::to_owned);
                 let mut sessions: Vec<Value> = self
                     .sessions
                     .iter()
@@ -402,7 +403,11 @@ impl Server {
                             .iter()
                             .find(|m| m.role == crate::engine::history::Role::User)
                             .map(|m| m.text().chars().take(80).collect::<String>());
-                        let updated = state.history.last().map(|m| m.meta.ts).unwrap_or(e.created_at);
+                        let updated = state
+                            .history
+                            .last()
+                            .map(|m| m.meta.ts)
+                            .unwrap_or(e.created_at);
                         serde_json::json!({
                             "sessionId": sid, "cwd": e.cwd, "title": title,
                             "model": state.model, "updatedAt": updated,
@@ -419,13 +424,16 @@ impl Server {
                 } else {
                     ErrorKind::Unsupported
                 },
-                format!("{method} needs the durable session store, which this build does not have yet"),
+                format!(
+                    "{method} needs the durable session store, which this build does not have yet"
+                ),
             )),
             method::PROMPT => {
                 let p: wire::PromptParams = params(raw)?;
                 let parts = prompt_parts(p.content)?;
                 let reply = self.reply(id.clone(), |turn_id| wire::PromptResult { turn_id });
-                self.session(&p.session_id)?.send(Op::Prompt { parts, reply });
+                self.session(&p.session_id)?
+                    .send(Op::Prompt { parts, reply });
                 Ok(())
             }
             method::STOP => {
@@ -486,7 +494,10 @@ impl Server {
             method::SET_MODE => {
                 let p: wire::SetModeParams = params(raw)?;
                 let reply = self.reply(id.clone(), |()| wire::EmptyResult {});
-                self.session(&p.session_id)?.send(Op::SetMode { mode: p.mode, reply });
+                self.session(&p.session_id)?.send(Op::SetMode {
+                    mode: p.mode,
+                    reply,
+                });
                 Ok(())
             }
             other => Err(RpcErrorObject::new(

@@ -23,7 +23,10 @@ pub enum Incoming {
     /// A response from the client; the native protocol sends no server requests, so it is ignored.
     Response,
     /// Not a valid message; answer with this error (id is null when it could not be read).
-    Invalid { id: Value, error: RpcErrorObject },
+    Invalid {
+        id: Value,
+        error: RpcErrorObject,
+    },
 }
 
 fn invalid(id: Value, kind: ErrorKind, message: impl Into<String>) -> Incoming {
@@ -192,8 +195,14 @@ mod tests {
     #[test]
     fn classifies() {
         assert_eq!(kind(decode(b"{")), (Value::Null, ErrorKind::ParseError));
-        assert_eq!(kind(decode(b"\xff\xfe")), (Value::Null, ErrorKind::ParseError));
-        assert_eq!(kind(decode(b"[1]")), (Value::Null, ErrorKind::InvalidRequest));
+        assert_eq!(
+            kind(decode(b"\xff\xfe")),
+            (Value::Null, ErrorKind::ParseError)
+        );
+        assert_eq!(
+            kind(decode(b"[1]")),
+            (Value::Null, ErrorKind::InvalidRequest)
+        );
         assert_eq!(kind(decode(b"3")), (Value::Null, ErrorKind::InvalidRequest));
         assert_eq!(
             kind(decode(br#"{"jsonrpc":"2.0","id":{},"method":"x"}"#)),
@@ -208,10 +217,15 @@ mod tests {
             (json!(4), ErrorKind::InvalidRequest)
         );
         assert_eq!(
-            kind(decode(br#"{"jsonrpc":"2.0","id":4,"method":"x","params":3}"#)),
+            kind(decode(
+                br#"{"jsonrpc":"2.0","id":4,"method":"x","params":3}"#
+            )),
             (json!(4), ErrorKind::InvalidRequest)
         );
-        assert_eq!(decode(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Incoming::Response);
+        assert_eq!(
+            decode(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            Incoming::Response
+        );
         assert!(matches!(
             decode(br#"{"jsonrpc":"2.0","method":"stop","params":{}}"#),
             Incoming::Notification { .. }
@@ -226,7 +240,12 @@ mod tests {
 
     #[test]
     fn event_message_shape() {
-        let bytes = event_message("s1", 3, Some("t1"), &Event::AssistantDelta { text: "hi".into() });
+        let bytes = event_message(
+            "s1",
+            3,
+            Some("t1"),
+            &Event::AssistantDelta { text: "hi".into() },
+        );
         let v: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(
             v,

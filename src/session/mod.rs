@@ -44,7 +44,9 @@ impl Emitter {
 /// Lock a mutex, recovering the data if a panicking thread poisoned it: the state is plain
 /// data that every critical section leaves consistent.
 pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -412,9 +414,11 @@ fn switch_model(
         };
         let turn_id = state.active_turn.clone();
         state.model = model.clone();
-        state
-            .history
-            .push(Message::notice(NoticeKind::ModelSwitch, text, turn_id.as_deref()));
+        state.history.push(Message::notice(
+            NoticeKind::ModelSwitch,
+            text,
+            turn_id.as_deref(),
+        ));
         (from, warning, turn_id)
     };
     shared.emit(

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 pub use mock_llm::{Gate, MockLlm, RecordedRequest, Script, Step, HELPER_USAGE, NO_SCRIPT_MESSAGE};
 pub use tandem::{
-    assert_seq_contiguous, assert_seq_gap_free, config_for, config_with, read_message, Framing,
-    RpcError, Tandem, TandemOptions,
+    assert_seq_contiguous, assert_seq_gap_free, config_for, config_with, frame, read_message,
+    Framing, RpcError, Tandem, TandemOptions,
 };
 
 /// The guard timeout for every wait in the harness.

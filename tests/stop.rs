@@ -1,0 +1,312 @@
+//! `stop` from every state of a turn: before the first token, mid-stream, with a half-formed tool
+//! call, while a shell command runs, at a pending approval or question, and between iterations.
+//! Each test then prompts again and checks the next request has no orphan tool call.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::*;
+
+fn assert_no_orphans(request: &Value) {
+    let messages = request["messages"].as_array().expect("messages array");
+    for (i, m) in messages.iter().enumerate() {
+        for call in m["tool_calls"].as_array().into_iter().flatten() {
+            let id = call["id"].as_str().expect("tool call id");
+            let answered = messages[i + 1..]
+                .iter()
+                .any(|later| later["role"] == "tool" && later["tool_call_id"] == id);
+            assert!(
+                answered,
+                "tool call {id} has no result in request: {request:#}"
+            );
+        }
+    }
+}
+
+/// After a stop: the turn ended interrupted with a notice, nothing of the turn follows its
+/// `turnEnded`, and the next turn's request is well formed.
+async fn check_interrupted_then_continue(
+    t: &Tandem,
+    mock: &MockLlm,
+    sid: &str,
+    turn_id: &str,
+) -> Value {
+    let events = t.wait_turn(sid, turn_id).await;
+    let last = events.last().expect("events");
+    assert_eq!(last["type"], "turnEnded");
+    assert_eq!(last["reason"], "interrupted");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "notice" && e["kind"] == "interrupted"),
+        "notice(interrupted) announced"
+    );
+    let before = mock.requests().len();
+    mock.push(Script::text_reply("fresh start"));
+    let next = t.prompt(sid, "continue").await;
+    let ended = t.wait_turn(sid, &next).await;
+    assert_eq!(ended.last().unwrap()["reason"], "completed");
+    let request = mock.wait_for_requests(before + 1).await[before].clone();
+    assert_no_orphans(&request);
+    let all = t.events(sid);
+    assert_seq_gap_free(&all);
+    // No event of the stopped turn arrives after its turnEnded.
+    let end_seq = last["seq"].as_u64().unwrap();
+    assert!(all
+        .iter()
+        .filter(|e| e["turnId"] == turn_id)
+        .all(|e| e["seq"].as_u64().unwrap() <= end_seq));
+    request
+}
+
+#[tokio::test]
+async fn stop_before_the_first_token() {
+    let ws = workspace();
+    let gate = Gate::new();
+    let mock = MockLlm::start().await;
+    mock.push(Script::text_reply("never seen").hold_head_until(&gate));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    let turn = t.prompt(&sid, "hi").await;
+    gate.wait_reached().await;
+    assert!(t.stop(&sid).await, "stop reports a running turn");
+    assert!(t.events_of_type(&sid, "assistantMessage").is_empty());
+    mock.wait_for_cancelled(1).await;
+    check_interrupted_then_continue(&t, &mock, &sid, &turn).await;
+    gate.open();
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn stop_mid_stream_keeps_the_text_already_seen() {
+    let ws = workspace();
+    let gate = Gate::new();
+    let mock = MockLlm::start().await;
+    mock.push(
+        Script::new()
+            .role()
+            .text("Partial answer, ")
+            .wait_for(&gate)
+            .text("never shown")
+            .finish("stop")
+            .done(),
+    );
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    let turn = t.prompt(&sid, "hi").await;
+    t.wait_event_type(&sid, "assistantDelta").await;
+    gate.wait_reached().await;
+    assert!(t.stop(&sid).await);
+    let message = t.events_of_type(&sid, "assistantMessage");
+    assert_eq!(message[0]["text"], "Partial answer, ");
+    let request = check_interrupted_then_continue(&t, &mock, &sid, &turn).await;
+    let text = request.to_string();
+    assert!(
+        text.contains("Partial answer, "),
+        "partial text stays in history"
+    );
+    assert!(!text.contains("never shown"));
+    gate.open();
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn stop_drops_a_half_formed_tool_call() {
+    let ws = workspace();
+    let gate = Gate::new();
+    let mock = MockLlm::start().await;
+    mock.push(
+        Script::new()
+            .role()
+            .text("Writing.")
+            .tool_call(
+                "w1",
+                "write_file",
+                json!({"path": "x.txt", "content": "x"}).to_string(),
+            )
+            .wait_for(&gate)
+            .finish("tool_calls")
+            .done(),
+    );
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    let turn = t.prompt(&sid, "write").await;
+    gate.wait_reached().await;
+    assert!(t.stop(&sid).await);
+    let request = check_interrupted_then_continue(&t, &mock, &sid, &turn).await;
+    assert!(
+        !request.to_string().contains("\"w1\""),
+        "the unfinished call is dropped"
+    );
+    assert!(!ws.path().join("x.txt").exists());
+    gate.open();
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn stop_kills_a_running_shell_command() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    // The command ignores SIGINT, so only the SIGKILL that follows the grace period ends it.
+    mock.push(Script::tool_call_reply(
+        "s1",
+        "shell",
+        json!({"command": "trap '' INT; echo $$ > pid; echo started; sleep 30; echo finished > after"}),
+    ));
+    let t = Tandem::start(&mock).await;
+    let sid = t
+        .new_session_with(ws.path(), json!({"mode": "fullAuto"}))
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let turn = t.prompt(&sid, "run").await;
+    t.wait_event(&sid, |e| {
+        e["type"] == "toolCallUpdate" && e["output"].as_str().is_some_and(|o| o.contains("started"))
+    })
+    .await;
+    assert!(t.stop(&sid).await);
+    let update = t
+        .find_event(&sid, |e| {
+            e["type"] == "toolCallUpdate" && e["toolCallId"] == "s1" && e["status"] == "interrupted"
+        })
+        .expect("interrupted update");
+    assert!(update["result"]
+        .as_str()
+        .unwrap()
+        .contains("interrupted by user"));
+    let pid: i32 = std::fs::read_to_string(ws.path().join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The stop response comes after the group was killed and reaped.
+    let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+    assert!(!alive, "shell process {pid} survived the stop");
+    let request = check_interrupted_then_continue(&t, &mock, &sid, &turn).await;
+    let result = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "s1")
+        .expect("s1 result")
+        .clone();
+    assert!(result["content"]
+        .as_str()
+        .unwrap()
+        .contains("interrupted by user"));
+    assert!(!ws.path().join("after").exists());
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn stop_at_a_pending_approval_withdraws_it() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_calls(vec![
+        ("r1", "list_dir", json!({"path": "."}).to_string()),
+        (
+            "w1",
+            "write_file",
+            json!({"path": "x.txt", "content": "x"}).to_string(),
+        ),
+        ("r2", "list_dir", json!({"path": "."}).to_string()),
+    ]));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    let turn = t.prompt(&sid, "write").await;
+    let approval = t.wait_approval(&sid).await;
+    assert!(t.stop(&sid).await);
+    let resolved = t.events_of_type(&sid, "approvalResolved");
+    assert_eq!(resolved[0]["requestId"], approval["requestId"]);
+    let err = t
+        .request_err(
+            "approve",
+            json!({"sessionId": sid, "requestId": approval["requestId"], "decision": "once"}),
+        )
+        .await;
+    assert_eq!(err.kind, "staleApproval");
+    let request = check_interrupted_then_continue(&t, &mock, &sid, &turn).await;
+    let tool_messages: Vec<&Value> = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(
+        tool_messages.len(),
+        3,
+        "every call of the batch has a result"
+    );
+    assert!(tool_messages
+        .iter()
+        .all(|m| m["content"] == "interrupted by user"));
+    assert!(!ws.path().join("x.txt").exists());
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn stop_at_a_pending_question() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_call_reply(
+        "q1",
+        "ask_user",
+        json!({"question": "Proceed?"}),
+    ));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    let turn = t.prompt(&sid, "ask").await;
+    let question = t.wait_event_type(&sid, "questionAsked").await;
+    assert!(t.stop(&sid).await);
+    let err = t
+        .request_err(
+            "answer",
+            json!({"sessionId": sid, "requestId": question["requestId"], "answer": "yes"}),
+        )
+        .await;
+    assert_eq!(err.kind, "staleApproval");
+    check_interrupted_then_continue(&t, &mock, &sid, &turn).await;
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn stop_between_iterations() {
+    let ws = workspace();
+    let gate = Gate::new();
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_call_reply(
+        "l1",
+        "list_dir",
+        json!({"path": "."}),
+    ));
+    // The second request hangs before its first byte, so the stop lands at the boundary.
+    mock.push(Script::text_reply("never").hold_head_until(&gate));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    let turn = t.prompt(&sid, "list").await;
+    t.wait_event(&sid, |e| {
+        e["type"] == "toolCallUpdate" && e["toolCallId"] == "l1" && e["status"] == "completed"
+    })
+    .await;
+    assert!(t.stop(&sid).await);
+    // The stop may land before the second request is sent (then the held script answers the
+    // next turn) or while it waits for its first byte; release it either way.
+    gate.open();
+    let request = check_interrupted_then_continue(&t, &mock, &sid, &turn).await;
+    assert!(
+        request.to_string().contains("\"l1\""),
+        "the completed call stays paired"
+    );
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn stop_when_idle_reports_false() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    assert!(!t.stop(&sid).await);
+    t.shutdown().await;
+}

@@ -1,0 +1,291 @@
+//! The wire: malformed frames, both framings, error kinds, lifecycle, and path escapes through
+//! the tools, all against the real binary over real pipes.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::*;
+
+fn error_of(message: &Value) -> (i64, String) {
+    (
+        message["error"]["code"].as_i64().unwrap_or_default(),
+        message["error"]["data"]["kind"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn malformed_frames_get_errors_and_the_server_keeps_serving() {
+    let mock = MockLlm::start().await;
+    let t = Tandem::start(&mock).await;
+    let cases: Vec<(&[u8], i64, &str)> = vec![
+        (b"{not json}\n", -32700, "parseError"),
+        (b"\xff\xfe\xfd\n", -32700, "parseError"),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":\"x\0\"\n", -32700, "parseError"),
+        (b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\"}]\n", -32600, "invalidRequest"),
+        (b"42\n", -32600, "invalidRequest"),
+        (b"{\"jsonrpc\":\"1.0\",\"id\":\"a\",\"method\":\"initialize\"}\n", -32600, "invalidRequest"),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"initialize\"}\n", -32600, "invalidRequest"),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":\"b\",\"method\":5}\n", -32600, "invalidRequest"),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":\"c\",\"method\":\"nope\"}\n", -32601, "methodNotFound"),
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"d\",\"method\":\"prompt\",\"params\":{\"sessionId\":1}}\n",
+            -32602,
+            "invalidParams",
+        ),
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"e\",\"method\":\"setMode\",\"params\":{\"sessionId\":\"s\",\"mode\":\"yolo\"}}\n",
+            -32602,
+            "invalidParams",
+        ),
+    ];
+    for (bytes, code, kind) in cases {
+        t.send_raw(bytes).await;
+        let message = t.next_raw_message().await;
+        assert_eq!(
+            error_of(&message),
+            (code, kind.to_owned()),
+            "for {:?}: {message}",
+            String::from_utf8_lossy(bytes)
+        );
+        assert!(
+            !message["error"]["message"].as_str().unwrap().is_empty(),
+            "errors say what went wrong"
+        );
+    }
+    // 10,000-deep nesting is a parse error, not a stack overflow.
+    let deep = format!("{}{}\n", "[".repeat(10_000), "]".repeat(10_000));
+    t.send_raw(deep.as_bytes()).await;
+    assert_eq!(error_of(&t.next_raw_message().await).1, "parseError");
+    // A frame over the 16 MiB cap is refused and skipped; the next one is served.
+    let mut huge = vec![b'x'; 17 * 1024 * 1024];
+    huge.push(b'\n');
+    t.send_raw(&huge).await;
+    assert_eq!(error_of(&t.next_raw_message().await).1, "frameTooLarge");
+    // A frame split into one-byte writes still arrives whole.
+    let ok = b"{\"jsonrpc\":\"2.0\",\"id\":\"z\",\"method\":\"initialize\",\"params\":{\"protocolVersion\":1}}\n";
+    for byte in ok.iter() {
+        t.send_raw(std::slice::from_ref(byte)).await;
+    }
+    let message = t.next_raw_message().await;
+    assert_eq!(message["id"], "z");
+    assert_eq!(message["result"]["protocolVersion"], 1);
+    let ws = workspace();
+    let sid = t.new_session(ws.path()).await;
+    assert!(sid.starts_with("s_"));
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn content_length_framing_is_detected_and_answered_in_kind() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_call_reply(
+        "w1",
+        "write_file",
+        json!({"path": "cl.txt", "content": "framed\n"}),
+    ));
+    mock.push(Script::text_reply("ok"));
+    let t =
+        Tandem::start_with(TandemOptions::with_mock(&mock).framing(Framing::ContentLength)).await;
+    let init = t.messages();
+    assert!(!init.is_empty());
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "write").await;
+    let approval = t.wait_approval(&sid).await;
+    t.approve(
+        &sid,
+        approval["requestId"].as_str().unwrap(),
+        "once",
+        None,
+        None,
+    )
+    .await;
+    t.wait_turn_ended(&sid).await;
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("cl.txt")).unwrap(),
+        "framed\n"
+    );
+    // Malformed input in this framing is answered in this framing too.
+    t.send_raw(b"Content-Length: 5\r\n\r\n{oops").await;
+    assert_eq!(error_of(&t.next_raw_message().await).1, "parseError");
+    t.send_raw(b"Content-Length: nope\r\n\r\n").await;
+    assert_eq!(error_of(&t.next_raw_message().await).1, "parseError");
+    assert!(t.stdout_errors().is_empty(), "{:?}", t.stdout_errors());
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn ndjson_is_the_default_framing() {
+    let mock = MockLlm::start().await;
+    let t = Tandem::start(&mock).await;
+    let init = t
+        .request_ok("initialize", json!({"protocolVersion": 1}))
+        .await;
+    assert_eq!(init["capabilities"]["framing"], "ndjson");
+    assert_eq!(init["serverInfo"]["name"], "tandem");
+    assert_eq!(init["defaultModel"], "mock");
+    let ids: Vec<&str> = init["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&"mock") && ids.contains(&"mock-2"));
+    assert!(t.stdout_errors().is_empty());
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn lifecycle_errors_name_the_fix() {
+    let mock = MockLlm::start().await;
+    let t = Tandem::spawn(TandemOptions::with_mock(&mock));
+    let err = t.request_err("session/new", json!({"cwd": "/tmp"})).await;
+    assert_eq!(err.kind, "notInitialized");
+    assert!(err.message.contains("initialize"));
+    let err = t
+        .request_err("initialize", json!({"protocolVersion": 2}))
+        .await;
+    assert_eq!(err.kind, "unsupportedProtocolVersion");
+    t.request_ok("initialize", json!({"protocolVersion": 1}))
+        .await;
+    let err = t
+        .request_err("session/new", json!({"cwd": "relative/dir"}))
+        .await;
+    assert_eq!(err.kind, "invalidCwd");
+    let err = t
+        .request_err("session/new", json!({"cwd": "/definitely/not/here"}))
+        .await;
+    assert_eq!(err.kind, "invalidCwd");
+    let err = t
+        .request_err("prompt", json!({"sessionId": "s_missing", "content": "hi"}))
+        .await;
+    assert_eq!(err.kind, "unknownSession");
+    let ws = workspace();
+    let sid = t.new_session(ws.path()).await;
+    let err = t
+        .request_err("prompt", json!({"sessionId": sid, "content": "  "}))
+        .await;
+    assert_eq!(err.kind, "invalidParams");
+    let err = t
+        .request_err("steer", json!({"sessionId": sid, "text": "x"}))
+        .await;
+    assert_eq!(err.kind, "noTurnRunning");
+    let err = t
+        .request_err(
+            "approve",
+            json!({"sessionId": sid, "requestId": "r_nope", "decision": "once"}),
+        )
+        .await;
+    assert_eq!(err.kind, "staleApproval");
+    let list = t.request_ok("session/list", json!({})).await;
+    assert_eq!(list["sessions"][0]["sessionId"], sid.as_str());
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn end_of_stdin_ends_a_running_turn_and_exits_cleanly() {
+    let ws = workspace();
+    let gate = Gate::new();
+    let mock = MockLlm::start().await;
+    mock.push(Script::new().role().text("working").wait_for(&gate).done());
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "go").await;
+    gate.wait_reached().await;
+    t.close_stdin().await;
+    let status = t.wait_exit().await;
+    assert!(status.success(), "exit status {status:?}");
+    let ended = t.events_of_type(&sid, "turnEnded");
+    assert_eq!(ended[0]["reason"], "interrupted");
+    gate.open();
+}
+
+#[tokio::test]
+async fn paths_outside_the_workspace_are_refused_by_the_tools() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "top secret\n").unwrap();
+    let ws = workspace();
+    std::os::unix::fs::symlink(outside.path(), ws.path().join("link")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        ws.path().join("secret-link"),
+    )
+    .unwrap();
+    let outside_file = outside.path().join("secret.txt");
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_calls(vec![
+        (
+            "a",
+            "read_file",
+            json!({"path": "../secret.txt"}).to_string(),
+        ),
+        (
+            "b",
+            "read_file",
+            json!({"path": outside_file.to_str().unwrap()}).to_string(),
+        ),
+        (
+            "c",
+            "read_file",
+            json!({"path": "link/secret.txt"}).to_string(),
+        ),
+        ("d", "read_file", json!({"path": "secret-link"}).to_string()),
+        ("e", "list_dir", json!({"path": "link"}).to_string()),
+        (
+            "f",
+            "grep",
+            json!({"pattern": "secret", "path": "link"}).to_string(),
+        ),
+    ]));
+    mock.push(Script::tool_calls(vec![
+        (
+            "w",
+            "write_file",
+            json!({"path": "link/pwned.txt", "content": "x"}).to_string(),
+        ),
+        (
+            "x",
+            "edit_file",
+            json!({"path": "secret-link", "old_string": "top", "new_string": "low"}).to_string(),
+        ),
+    ]));
+    mock.push(Script::text_reply("ok"));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "escape").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "completed");
+    for request in mock.requests().iter().skip(1) {
+        let text = request.to_string();
+        assert!(!text.contains("top secret"), "secret leaked: {text}");
+    }
+    let results: Vec<Value> = mock.request(2)["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .cloned()
+        .collect();
+    assert_eq!(results.len(), 8);
+    for r in &results {
+        let content = r["content"].as_str().unwrap();
+        assert!(
+            content.contains("outside the workspace") || content.contains("outside"),
+            "call {} was not refused: {content}",
+            r["tool_call_id"]
+        );
+    }
+    assert!(
+        t.events_of_type(&sid, "approvalRequested").is_empty(),
+        "an escaping write fails before asking"
+    );
+    assert!(!outside.path().join("pwned.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(&outside_file).unwrap(),
+        "top secret\n"
+    );
+    t.shutdown().await;
+}
