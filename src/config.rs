@@ -72,6 +72,43 @@ pub struct Config {
     /// How long a stopped shell command gets after SIGINT before SIGKILL, in milliseconds.
     #[serde(default = "default_shell_grace_ms")]
     pub shell_kill_grace_ms: u64,
+    /// Attempts per model request on retriable failures (5xx, 429, transport errors, streams cut
+    /// short), including the first.
+    #[serde(default = "default_provider_attempts")]
+    pub provider_max_attempts: u32,
+    /// The first retry delay; each further retry doubles it (with jitter), up to the maximum.
+    #[serde(default = "default_retry_base_ms")]
+    pub retry_base_delay_ms: u64,
+    #[serde(default = "default_retry_max_ms")]
+    pub retry_max_delay_ms: u64,
+    /// The longest `Retry-After` honoured; longer waits are capped so a turn never hangs for hours.
+    #[serde(default = "default_retry_after_cap_ms")]
+    pub retry_after_cap_ms: u64,
+    /// A stream that sends nothing for this long is treated as broken and retried.
+    #[serde(default = "default_idle_timeout_ms")]
+    pub stream_idle_timeout_ms: u64,
+    /// Compact the history before a request estimated above this share of the context window.
+    #[serde(default = "default_compaction_threshold")]
+    pub compaction_threshold: f64,
+}
+
+fn default_provider_attempts() -> u32 {
+    5
+}
+fn default_retry_base_ms() -> u64 {
+    500
+}
+fn default_retry_max_ms() -> u64 {
+    8_000
+}
+fn default_retry_after_cap_ms() -> u64 {
+    30_000
+}
+fn default_idle_timeout_ms() -> u64 {
+    90_000
+}
+fn default_compaction_threshold() -> f64 {
+    0.8
 }
 
 fn default_shell_grace_ms() -> u64 {
@@ -120,6 +157,12 @@ impl Config {
             models,
             max_iterations: DEFAULT_MAX_ITERATIONS,
             shell_kill_grace_ms: default_shell_grace_ms(),
+            provider_max_attempts: default_provider_attempts(),
+            retry_base_delay_ms: default_retry_base_ms(),
+            retry_max_delay_ms: default_retry_max_ms(),
+            retry_after_cap_ms: default_retry_after_cap_ms(),
+            stream_idle_timeout_ms: default_idle_timeout_ms(),
+            compaction_threshold: default_compaction_threshold(),
         }
     }
 
@@ -185,6 +228,17 @@ impl Config {
         }
         if self.max_iterations == 0 {
             return Err(invalid("max_iterations must be at least 1".to_owned()));
+        }
+        if self.provider_max_attempts == 0 {
+            return Err(invalid(
+                "provider_max_attempts must be at least 1".to_owned(),
+            ));
+        }
+        if !(self.compaction_threshold > 0.0 && self.compaction_threshold <= 1.0) {
+            return Err(invalid(format!(
+                "compaction_threshold = {} must be a share of the context window, above 0 and at most 1 (default 0.8)",
+                self.compaction_threshold
+            )));
         }
         Ok(())
     }

@@ -108,6 +108,18 @@ pub struct MessageMeta {
     /// The tool call diff shown to the user, kept for display on reload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff: Option<Value>,
+    /// On a `compacted` notice: what the outbound view replaces and with what.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<CompactionRecord>,
+}
+
+/// A compaction: messages before `boundary` are shown to models as `summary`. The canonical
+/// history keeps them; only the outbound view changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionRecord {
+    /// The id of the first message kept verbatim.
+    pub boundary: String,
+    pub summary: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,6 +158,7 @@ impl MessageMeta {
             usage: None,
             extras: BTreeMap::new(),
             diff: None,
+            compaction: None,
         }
     }
 }

@@ -6,6 +6,7 @@
 //!
 //! [`Event`]: crate::protocol::Event
 
+pub mod compaction;
 pub mod history;
 pub mod outbound;
 pub mod turn;

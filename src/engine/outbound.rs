@@ -50,9 +50,21 @@ fn project_parts(parts: &[Part], ctx: &ProjectionContext<'_>) -> Vec<OutboundPar
 }
 
 /// Build the provider view of `history`.
+///
+/// After a compaction, everything before its boundary is shown as one
+/// `<compacted-history>` user message carrying the summary.
 pub fn project(history: &[Message], ctx: &ProjectionContext<'_>) -> Vec<OutboundMessage> {
     let mut out = Vec::with_capacity(history.len());
-    for message in history {
+    let mut start = 0;
+    if let Some((_, boundary, summary)) = super::compaction::latest_compaction(history) {
+        out.push(OutboundMessage::User {
+            parts: vec![OutboundPart::Text(format!(
+                "<compacted-history>\n{summary}\n</compacted-history>"
+            ))],
+        });
+        start = boundary;
+    }
+    for message in &history[start..] {
         match message.role {
             Role::Notice => {}
             Role::User => out.push(OutboundMessage::User {
@@ -146,6 +158,43 @@ mod tests {
         }
         // The canonical history is untouched.
         assert_eq!(history[0].parts.len(), 1);
+    }
+
+    #[test]
+    fn compaction_replaces_the_prefix_in_the_view_only() {
+        let history = vec![
+            Message::user(
+                vec![Part::Text {
+                    text: "old question".into(),
+                }],
+                Source::User,
+                None,
+            ),
+            Message::assistant("old answer".into(), vec![], "t"),
+            Message::user(
+                vec![Part::Text {
+                    text: "new question".into(),
+                }],
+                Source::User,
+                None,
+            ),
+        ];
+        let mut with_notice = history.clone();
+        let mut notice = Message::notice(NoticeKind::Compacted, "compacted".into(), None);
+        notice.meta.compaction = Some(crate::engine::history::CompactionRecord {
+            boundary: history[2].id.clone(),
+            summary: "they asked an old question".into(),
+        });
+        with_notice.push(notice);
+        let out = project(&with_notice, &ctx(false));
+        assert_eq!(out.len(), 2);
+        assert!(
+            matches!(&out[0], OutboundMessage::User { parts } if matches!(&parts[0], OutboundPart::Text(t) if t.contains("<compacted-history>") && t.contains("old question")))
+        );
+        assert!(
+            matches!(&out[1], OutboundMessage::User { parts } if matches!(&parts[0], OutboundPart::Text(t) if t == "new question"))
+        );
+        assert_eq!(with_notice.len(), 4, "history is untouched");
     }
 
     #[test]

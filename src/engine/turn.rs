@@ -23,6 +23,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::compaction;
 use super::history::{
     Message, NoticeKind, Part, ResultStatus, Source, ToolCallRecord, UsageRecord,
 };
@@ -42,6 +43,10 @@ use crate::workspace::diff::FileDiff;
 const REPEAT_THRESHOLD: u32 = 3;
 /// Warnings injected per turn at most; after that the loop relies on the iteration cap.
 const MAX_WARNINGS_PER_TURN: u32 = 3;
+/// Automatic continuations after an output-length cut, per turn.
+const MAX_CONTINUATIONS: u32 = 3;
+const CONTINUATION_PROMPT: &str = "Your previous answer was cut off at the output limit. \
+Continue exactly where it stopped, without repeating anything.";
 
 const BASE_SYSTEM_PROMPT: &str = "You are tandem, a coding agent working inside the user's editor. \
 You can read and search the workspace, propose file edits (the user reviews each diff), run shell \
@@ -49,6 +54,8 @@ commands (the user approves them), ask the user questions, and propose plans. Pa
 the workspace root. Prefer small, reviewable edits. When you are done, say briefly what you changed.";
 
 enum Outcome {
+    /// Even after compaction the conversation does not fit the model's window.
+    ContextExceeded(String),
     /// The model stopped and no steering was queued; steering is already closed.
     Completed,
     Interrupted,
@@ -82,6 +89,12 @@ enum StreamOutcome {
     },
 }
 
+enum SummaryOutcome {
+    Done(String),
+    Cancelled,
+    Failed(ProviderError),
+}
+
 /// What phase A decided for one call.
 enum Prepared {
     /// Run it; `plan` is set for edits, `edited` when the user supplied their own content.
@@ -104,6 +117,13 @@ struct Turn {
     repeat_signature: Option<String>,
     repeat_streak: u32,
     warnings: u32,
+    continuations: u32,
+    compactions: u32,
+    batches_since_compaction: u32,
+    rapid_refills: u32,
+    /// Request-only user messages (continuation prompts), with the history length at which
+    /// each was inserted.
+    ephemeral: Vec<(usize, String)>,
 }
 
 /// Run one turn to its end. The user message is already in history (the actor put it there).
@@ -118,6 +138,11 @@ pub async fn run_turn(session: Arc<SessionShared>, turn_id: String, cancel: Canc
         repeat_signature: None,
         repeat_streak: 0,
         warnings: 0,
+        continuations: 0,
+        compactions: 0,
+        batches_since_compaction: 0,
+        rapid_refills: 0,
+        ephemeral: Vec::new(),
     };
     let outcome = turn.run().await;
     turn.end(outcome);
@@ -162,6 +187,12 @@ impl Turn {
                     false,
                 ));
             };
+            if let Err(outcome) = self
+                .maybe_compact(&model_id, &model, provider.as_ref(), &system, false)
+                .await
+            {
+                return outcome;
+            }
             let request = self.build_request(
                 &system,
                 &model_id,
@@ -172,6 +203,21 @@ impl Turn {
                 provider.kind(),
             );
             match self.stream(provider.as_ref(), request, mode).await {
+                StreamOutcome::Failed {
+                    text,
+                    reasoning,
+                    error,
+                } if error.context_overflow && text.is_empty() && reasoning.is_empty() => {
+                    // The provider says the request does not fit: compact, then ask again.
+                    tracing::info!("context overflow from the provider; compacting");
+                    if let Err(outcome) = self
+                        .maybe_compact(&model_id, &model, provider.as_ref(), &system, true)
+                        .await
+                    {
+                        return outcome;
+                    }
+                    continue;
+                }
                 StreamOutcome::Cancelled { text, reasoning } => {
                     self.commit_partial(text, reasoning);
                     return Outcome::Interrupted;
@@ -204,9 +250,21 @@ impl Turn {
                     self.commit_assistant(&model_id, text, reasoning, records.clone(), usage);
                     if records.is_empty() {
                         if finish == Some(FinishReason::Length) {
+                            if self.continuations < MAX_CONTINUATIONS {
+                                // The continuation prompt lives only in this turn's requests,
+                                // never in the canonical history.
+                                self.continuations += 1;
+                                let position = lock(&self.session.state).history.len();
+                                self.ephemeral
+                                    .push((position, CONTINUATION_PROMPT.to_owned()));
+                                continue;
+                            }
                             self.notice(
                                 NoticeKind::Warning,
-                                "the model's answer was cut at its output limit".to_owned(),
+                                format!(
+                                    "the model's answer was cut at its output limit {} times; prompt again to continue",
+                                    MAX_CONTINUATIONS + 1
+                                ),
                             );
                         }
                         if self.finish_or_steer() {
@@ -217,11 +275,151 @@ impl Turn {
                     if !self.run_tools(&records, early, mode).await {
                         return Outcome::Interrupted;
                     }
+                    self.batches_since_compaction += 1;
                     self.check_repeats(&records);
                     self.apply_steering();
                 }
             }
         }
+    }
+
+    /// Compact when the next request would pass the threshold (or when `forced` after the
+    /// provider reported an overflow). `Err` ends the turn.
+    async fn maybe_compact(
+        &mut self,
+        model_id: &str,
+        model: &crate::config::ModelConfig,
+        provider: &dyn Provider,
+        system: &str,
+        forced: bool,
+    ) -> Result<(), Outcome> {
+        let config = self.session.engine.config.clone();
+        let window = model.context_window;
+        // The system prompt and tool schemas ride on every request; about 2,000 tokens.
+        let fixed = (system.len() as u64).div_ceil(4) + 2_000;
+        let estimate = compaction::estimate_request(&lock(&self.session.state).history) + fixed;
+        let threshold = (window as f64 * config.compaction_threshold) as u64;
+        if !forced && estimate <= threshold {
+            return Ok(());
+        }
+        let exceeded = |why: &str| {
+            Outcome::ContextExceeded(format!(
+                "the conversation no longer fits in {model_id}'s context window ({window} tokens): {why}; \
+                 start a new session, or switch to a model with a larger context window"
+            ))
+        };
+        if self.compactions > 0 && self.batches_since_compaction < 3 {
+            self.rapid_refills += 1;
+            if self.rapid_refills > 3 {
+                return Err(exceeded(
+                    "the context filled up again right after each of 3 compactions",
+                ));
+            }
+        }
+        let target = (window / 2).saturating_sub(fixed);
+        let (prefix, boundary_id, compacted_count) = {
+            let state = lock(&self.session.state);
+            let Some(boundary) = compaction::choose_boundary(&state.history, target) else {
+                drop(state);
+                return Err(exceeded(
+                    "compaction cannot move past the most recent messages",
+                ));
+            };
+            let mut prefix: Vec<Message> = state.history[..boundary].to_vec();
+            // A previous compaction whose notice lies after the new boundary still applies
+            // to the prefix, so carry it over for the summarizer's view.
+            if let Some((notice, _, _)) = compaction::latest_compaction(&state.history) {
+                if notice >= boundary {
+                    prefix.push(state.history[notice].clone());
+                }
+            }
+            let count = prefix
+                .iter()
+                .filter(|m| m.role != super::history::Role::Notice)
+                .count();
+            (prefix, state.history[boundary].id.clone(), count)
+        };
+        self.emit(Event::Compacting { summary: None });
+        let mut messages = project(
+            &prefix,
+            &ProjectionContext {
+                provider_kind: provider.kind(),
+                model_id,
+                vision: model.vision,
+                turn_context: None,
+            },
+        );
+        messages.push(crate::providers::OutboundMessage::User {
+            parts: vec![crate::providers::OutboundPart::Text(
+                compaction::SUMMARY_REQUEST.to_owned(),
+            )],
+        });
+        let request = ProviderRequest {
+            model: model.name.clone(),
+            system: compaction::SUMMARY_INSTRUCTIONS.to_owned(),
+            messages,
+            tools: Vec::new(),
+            max_output_tokens: model.max_output_tokens,
+        };
+        let summary = match self.summarize(provider, request).await {
+            SummaryOutcome::Done(summary) => summary,
+            SummaryOutcome::Cancelled => return Err(Outcome::Interrupted),
+            SummaryOutcome::Failed(error) if error.context_overflow => {
+                return Err(exceeded(
+                    "even the summarizing request is too long for the model",
+                ))
+            }
+            SummaryOutcome::Failed(error) => return Err(Outcome::Error(error)),
+        };
+        let mut notice = Message::notice(
+            NoticeKind::Compacted,
+            format!("Compacted {compacted_count} earlier messages into a summary"),
+            Some(&self.turn_id),
+        );
+        notice.meta.compaction = Some(super::history::CompactionRecord {
+            boundary: boundary_id,
+            summary: summary.clone(),
+        });
+        self.session.commit(notice);
+        self.emit(Event::Compacted {
+            summary: Some(summary),
+        });
+        self.compactions += 1;
+        self.batches_since_compaction = 0;
+        Ok(())
+    }
+
+    /// Run the summarizing request; its text is not streamed to the user.
+    async fn summarize(&self, provider: &dyn Provider, request: ProviderRequest) -> SummaryOutcome {
+        let idle = Duration::from_millis(self.session.engine.config.stream_idle_timeout_ms);
+        let mut chunks = provider.stream(request);
+        let mut text = String::new();
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => return SummaryOutcome::Cancelled,
+                next = tokio::time::timeout(idle, chunks.next()) => next,
+            };
+            match next {
+                Err(_) => {
+                    return SummaryOutcome::Failed(ProviderError::new(
+                        "the provider went silent while summarizing the history",
+                        true,
+                    ))
+                }
+                Ok(None) => break,
+                Ok(Some(Err(error))) => return SummaryOutcome::Failed(error),
+                Ok(Some(Ok(Chunk::Text(delta)))) => text.push_str(&delta),
+                Ok(Some(Ok(_))) => {}
+            }
+        }
+        if text.trim().is_empty() {
+            return SummaryOutcome::Failed(ProviderError::new(
+                "the model returned an empty summary of the history",
+                false,
+            ));
+        }
+        SummaryOutcome::Done(text)
     }
 
     async fn system_prompt(&self) -> String {
@@ -280,15 +478,37 @@ impl Turn {
         );
         let messages = {
             let state = lock(&self.session.state);
-            project(
-                &state.history,
-                &ProjectionContext {
-                    provider_kind,
-                    model_id,
-                    vision,
-                    turn_context: Some(&context),
-                },
-            )
+            let ctx = ProjectionContext {
+                provider_kind,
+                model_id,
+                vision,
+                turn_context: Some(&context),
+            };
+            if self.ephemeral.is_empty() {
+                project(&state.history, &ctx)
+            } else {
+                let mut merged: Vec<Message> =
+                    Vec::with_capacity(state.history.len() + self.ephemeral.len());
+                let mut pending = self.ephemeral.iter().peekable();
+                for (index, message) in state.history.iter().enumerate() {
+                    while let Some((_, text)) = pending.next_if(|(at, _)| *at == index) {
+                        merged.push(Message::user(
+                            vec![Part::Text { text: text.clone() }],
+                            Source::Reminder,
+                            Some(&self.turn_id),
+                        ));
+                    }
+                    merged.push(message.clone());
+                }
+                for (_, text) in pending {
+                    merged.push(Message::user(
+                        vec![Part::Text { text: text.clone() }],
+                        Source::Reminder,
+                        Some(&self.turn_id),
+                    ));
+                }
+                project(&merged, &ctx)
+            }
         };
         let tools: Vec<ToolSpec> = TOOLS
             .iter()
@@ -304,12 +524,85 @@ impl Turn {
         }
     }
 
+    /// One model request with bounded retries. Retriable failures (5xx, 429, transport errors,
+    /// idle streams, streams cut short) are retried from a clean request after a backoff; text
+    /// the user already saw is not shown twice. A stop during the backoff ends at once.
     async fn stream(
         &mut self,
         provider: &dyn Provider,
         request: ProviderRequest,
         mode: Mode,
     ) -> StreamOutcome {
+        let config = self.session.engine.config.clone();
+        let mut shown = Replay::default();
+        let mut shown_reasoning = Replay::default();
+        let mut attempt: u32 = 1;
+        loop {
+            let outcome = self
+                .stream_once(
+                    provider,
+                    request.clone(),
+                    mode,
+                    &mut shown,
+                    &mut shown_reasoning,
+                )
+                .await;
+            match outcome {
+                StreamOutcome::Failed { error, .. }
+                    if error.retriable && attempt < config.provider_max_attempts =>
+                {
+                    let delay = backoff_delay(&config, attempt, error.retry_after);
+                    attempt += 1;
+                    self.notice(
+                        NoticeKind::Retrying,
+                        format!(
+                            "{}; retrying {attempt}/{} in {:.1} s",
+                            error.message,
+                            config.provider_max_attempts,
+                            delay.as_secs_f64()
+                        ),
+                    );
+                    tokio::select! {
+                        biased;
+                        _ = self.cancel.cancelled() => {
+                            return StreamOutcome::Cancelled {
+                                text: shown.text,
+                                reasoning: shown_reasoning.text,
+                            };
+                        }
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                    shown.restart();
+                    shown_reasoning.restart();
+                }
+                StreamOutcome::Failed { error, .. } => {
+                    // What the user saw is what is kept, even if the last attempt saw less.
+                    return StreamOutcome::Failed {
+                        text: shown.text,
+                        reasoning: shown_reasoning.text,
+                        error,
+                    };
+                }
+                StreamOutcome::Cancelled { .. } => {
+                    return StreamOutcome::Cancelled {
+                        text: shown.text,
+                        reasoning: shown_reasoning.text,
+                    };
+                }
+                finished => return finished,
+            }
+        }
+    }
+
+    async fn stream_once(
+        &mut self,
+        provider: &dyn Provider,
+        request: ProviderRequest,
+        mode: Mode,
+        shown: &mut Replay,
+        shown_reasoning: &mut Replay,
+    ) -> StreamOutcome {
+        let idle = Duration::from_millis(self.session.engine.config.stream_idle_timeout_ms);
         let mut chunks = provider.stream(request);
         let mut text = String::new();
         let mut reasoning = String::new();
@@ -325,19 +618,28 @@ impl Turn {
             let next = tokio::select! {
                 biased;
                 _ = self.cancel.cancelled() => {
-                    for (_, handle) in early.drain() {
-                        handle.abort();
-                    }
+                    self.abandon_early(&calls, &mut early, "interrupted by user");
                     return StreamOutcome::Cancelled { text, reasoning };
                 }
-                next = chunks.next() => next,
+                next = tokio::time::timeout(idle, chunks.next()) => match next {
+                    Ok(next) => next,
+                    Err(_) => Some(Err(ProviderError::new(
+                        format!(
+                            "the provider sent nothing for {} s (stream_idle_timeout_ms)",
+                            idle.as_secs_f64()
+                        ),
+                        true,
+                    ))),
+                },
             };
             match next {
                 None => break,
                 Some(Err(error)) => {
-                    for (_, handle) in early.drain() {
-                        handle.abort();
-                    }
+                    self.abandon_early(
+                        &calls,
+                        &mut early,
+                        "the provider stream broke before the answer was complete; the model is asked again",
+                    );
                     return StreamOutcome::Failed {
                         text,
                         reasoning,
@@ -346,12 +648,14 @@ impl Turn {
                 }
                 Some(Ok(chunk)) => match chunk {
                     Chunk::Text(delta) => {
-                        text.push_str(&delta);
-                        self.emit(Event::AssistantDelta { text: delta });
+                        if let Some(part) = shown.accept(&mut text, &delta) {
+                            self.emit(Event::AssistantDelta { text: part });
+                        }
                     }
                     Chunk::Reasoning(delta) => {
-                        reasoning.push_str(&delta);
-                        self.emit(Event::ReasoningDelta { text: delta });
+                        if let Some(part) = shown_reasoning.accept(&mut reasoning, &delta) {
+                            self.emit(Event::ReasoningDelta { text: part });
+                        }
                     }
                     Chunk::ToolCallDelta {
                         index,
@@ -402,6 +706,29 @@ impl Turn {
             finish,
             usage,
             early,
+        }
+    }
+
+    /// Abort reads started early from a stream that will not complete, and close their cards.
+    /// They are not in history, so no result is committed for them.
+    fn abandon_early(
+        &mut self,
+        calls: &[PartialCall],
+        early: &mut HashMap<usize, JoinHandle<ToolOutcome>>,
+        why: &str,
+    ) {
+        for (index, handle) in early.drain() {
+            handle.abort();
+            if let Some(call) = calls.get(index) {
+                self.announced.retain(|a| a != &call.id);
+                self.emit(Event::ToolCallUpdate {
+                    tool_call_id: call.id.clone(),
+                    status: ToolStatus::Interrupted,
+                    output: None,
+                    result: Some(why.to_owned()),
+                    diff: None,
+                });
+            }
         }
     }
 
@@ -1182,6 +1509,16 @@ impl Turn {
                     }),
                 )
             }
+            Outcome::ContextExceeded(text) => {
+                self.notice(NoticeKind::Error, text.clone());
+                (
+                    TurnEndReason::ContextExceeded,
+                    Some(TurnError {
+                        message: text,
+                        retriable: false,
+                    }),
+                )
+            }
             Outcome::MaxIterations => {
                 let text = format!(
                     "stopped after {} model requests in one turn (max_iterations); prompt again to continue",
@@ -1255,5 +1592,115 @@ fn diff_entry(diff: &FileDiff) -> DiffEntry {
         old_text: diff.old_text.clone(),
         new_text: diff.new_text.clone(),
         unified: diff.unified.clone(),
+    }
+}
+
+/// Text already shown to the user in this response, so a retried stream does not show it twice.
+#[derive(Default)]
+struct Replay {
+    text: String,
+    /// Whether the current attempt still agrees with what was shown.
+    matching: bool,
+    attempt_started: bool,
+}
+
+impl Replay {
+    /// A new attempt begins: its text is compared against what was shown.
+    fn restart(&mut self) {
+        self.matching = true;
+        self.attempt_started = true;
+    }
+
+    /// Append `delta` to the attempt's `text` and return the part the user has not seen yet.
+    /// Only the new bytes are compared, so this stays linear in the length of the answer.
+    fn accept(&mut self, text: &mut String, delta: &str) -> Option<String> {
+        let previous = text.len();
+        text.push_str(delta);
+        if !self.attempt_started {
+            self.text.push_str(delta);
+            return (!delta.is_empty()).then(|| delta.to_owned());
+        }
+        if self.matching {
+            let end = text.len().min(self.text.len());
+            if previous < end
+                && self.text.as_bytes()[previous..end] != text.as_bytes()[previous..end]
+            {
+                self.matching = false;
+            }
+        }
+        let from = if self.matching {
+            previous.max(self.text.len())
+        } else {
+            previous
+        };
+        if from >= text.len() || !text.is_char_boundary(from) {
+            return None;
+        }
+        let part = text[from..].to_owned();
+        self.text.push_str(&part);
+        Some(part)
+    }
+}
+
+/// Exponential backoff with jitter, at least the provider's (capped) `Retry-After`.
+fn backoff_delay(
+    config: &crate::config::Config,
+    attempt: u32,
+    retry_after: Option<Duration>,
+) -> Duration {
+    let exponent = attempt.saturating_sub(1).min(16);
+    let base = config
+        .retry_base_delay_ms
+        .saturating_mul(1u64 << exponent)
+        .min(config.retry_max_delay_ms);
+    // Jitter of ±25% spreads retries from many sessions; the randomness needs no quality.
+    let random = (uuid::Uuid::new_v4().as_u128() % 1000) as u64;
+    let jittered = base * (750 + random / 2) / 1000;
+    let mut delay = Duration::from_millis(jittered);
+    if let Some(after) = retry_after {
+        delay = delay.max(after.min(Duration::from_millis(config.retry_after_cap_ms)));
+    }
+    delay
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_shows_only_unseen_text() {
+        let mut shown = Replay::default();
+        let mut first = String::new();
+        assert_eq!(shown.accept(&mut first, "Hello "), Some("Hello ".into()));
+        assert_eq!(shown.accept(&mut first, "wor"), Some("wor".into()));
+        shown.restart();
+        let mut second = String::new();
+        assert_eq!(shown.accept(&mut second, "Hello "), None);
+        assert_eq!(shown.accept(&mut second, "world"), Some("ld".into()));
+        assert_eq!(shown.text, "Hello world");
+        assert_eq!(second, "Hello world");
+    }
+
+    #[test]
+    fn replay_diverging_attempt_shows_new_text() {
+        let mut shown = Replay::default();
+        let mut first = String::new();
+        shown.accept(&mut first, "abc");
+        shown.restart();
+        let mut second = String::new();
+        assert_eq!(shown.accept(&mut second, "xy"), Some("xy".into()));
+    }
+
+    #[test]
+    fn backoff_grows_and_honours_retry_after() {
+        let config = crate::config::Config::builtin();
+        let one = backoff_delay(&config, 1, None);
+        assert!(one >= Duration::from_millis(375) && one <= Duration::from_millis(625));
+        let big = backoff_delay(&config, 10, None);
+        assert!(big <= Duration::from_millis(config.retry_max_delay_ms * 5 / 4));
+        let after = backoff_delay(&config, 1, Some(Duration::from_secs(3)));
+        assert!(after >= Duration::from_secs(3));
+        let capped = backoff_delay(&config, 1, Some(Duration::from_secs(3600)));
+        assert!(capped <= Duration::from_millis(config.retry_after_cap_ms));
     }
 }

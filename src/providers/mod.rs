@@ -108,6 +108,11 @@ pub struct ProviderError {
     pub message: String,
     pub retriable: bool,
     pub status: Option<u16>,
+    /// The provider's `Retry-After`, when it sent one.
+    pub retry_after: Option<std::time::Duration>,
+    /// The request did not fit the model's context window; compaction may help, a plain
+    /// retry never does.
+    pub context_overflow: bool,
 }
 
 impl ProviderError {
@@ -116,8 +121,30 @@ impl ProviderError {
             message: message.into(),
             retriable,
             status: None,
+            retry_after: None,
+            context_overflow: false,
         }
     }
+}
+
+/// Whether an error text from a provider says the prompt was too long for the model.
+///
+/// Vendors word this differently; these phrases cover OpenAI, Anthropic, Gemini, vLLM,
+/// llama.cpp and Ollama.
+pub fn looks_like_context_overflow(text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    [
+        "context_length_exceeded",
+        "maximum context length",
+        "context window",
+        "prompt is too long",
+        "too many tokens",
+        "exceeds the context",
+        "input is too long",
+        "context length",
+    ]
+    .iter()
+    .any(|needle| text.contains(needle))
 }
 
 pub type ChunkStream = BoxStream<'static, Result<Chunk, ProviderError>>;

@@ -204,7 +204,11 @@ pub fn parse_chunk(value: &Value, out: &mut Vec<Chunk>) {
     }
 }
 
-fn http_error(status: reqwest::StatusCode, body: &str) -> ProviderError {
+fn http_error(
+    status: reqwest::StatusCode,
+    body: &str,
+    retry_after: Option<std::time::Duration>,
+) -> ProviderError {
     let code = status.as_u16();
     let detail = serde_json::from_str::<Value>(body)
         .ok()
@@ -217,11 +221,13 @@ fn http_error(status: reqwest::StatusCode, body: &str) -> ProviderError {
                 })
         })
         .unwrap_or_else(|| body.chars().take(500).collect());
+    let context_overflow = (code == 400 || code == 413) && super::looks_like_context_overflow(body);
     let retriable = code == 429 || code >= 500;
     let hint = match code {
+        _ if context_overflow => "; the conversation is longer than the model's context window",
         401 | 403 => "; check the API key in the environment variable named by api_key_env",
         404 => "; check base_url and the model name",
-        429 => "; the provider is rate limiting, try again shortly",
+        429 => "; the provider is rate limiting",
         _ if code >= 500 => "; the provider failed, `retry` may succeed",
         _ => "",
     };
@@ -229,7 +235,22 @@ fn http_error(status: reqwest::StatusCode, body: &str) -> ProviderError {
         message: format!("provider answered HTTP {code}: {detail}{hint}"),
         retriable,
         status: Some(code),
+        retry_after,
+        context_overflow,
     }
+}
+
+/// `Retry-After` in seconds (the HTTP-date form is rare for APIs and is ignored).
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<std::time::Duration> {
+    headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(std::time::Duration::from_secs_f64)
 }
 
 impl Provider for OpenAiProvider {
@@ -321,8 +342,9 @@ fn async_stream_chunks(
                         };
                         let status = response.status();
                         if !status.is_success() {
+                            let after = retry_after(response.headers());
                             let text = response.text().await.unwrap_or_default();
-                            return Some((Err(http_error(status, &text)), State::Done));
+                            return Some((Err(http_error(status, &text, after)), State::Done));
                         }
                         state = State::Streaming {
                             events: response.bytes_stream().eventsource().boxed(),
@@ -492,10 +514,17 @@ mod tests {
         let e = http_error(
             reqwest::StatusCode::UNAUTHORIZED,
             r#"{"error":{"message":"bad key"}}"#,
+            None,
         );
         assert!(!e.retriable);
         assert!(e.message.contains("bad key") && e.message.contains("api_key_env"));
-        let e = http_error(reqwest::StatusCode::SERVICE_UNAVAILABLE, "down");
+        let e = http_error(reqwest::StatusCode::SERVICE_UNAVAILABLE, "down", None);
         assert!(e.retriable);
+        let e = http_error(
+            reqwest::StatusCode::BAD_REQUEST,
+            r#"{"error":{"code":"context_length_exceeded","message":"This model's maximum context length is 10 tokens"}}"#,
+            None,
+        );
+        assert!(e.context_overflow && !e.retriable);
     }
 }

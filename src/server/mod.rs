@@ -418,16 +418,18 @@ impl Server {
                 self.answer(id, Ok(serde_json::json!({ "sessions": sessions })));
                 Ok(())
             }
-            method::SESSION_LOAD | method::RETRY => Err(RpcErrorObject::new(
-                if method == method::RETRY {
-                    ErrorKind::RetryUnavailable
-                } else {
-                    ErrorKind::Unsupported
-                },
+            method::SESSION_LOAD => Err(RpcErrorObject::new(
+                ErrorKind::Unsupported,
                 format!(
                     "{method} needs the durable session store, which this build does not have yet"
                 ),
             )),
+            method::RETRY => {
+                let p: wire::SessionIdParams = params(raw)?;
+                let reply = self.reply(id.clone(), |turn_id| wire::PromptResult { turn_id });
+                self.session(&p.session_id)?.send(Op::Retry { reply });
+                Ok(())
+            }
             method::PROMPT => {
                 let p: wire::PromptParams = params(raw)?;
                 let parts = prompt_parts(p.content)?;

@@ -59,6 +59,8 @@ pub enum SessionError {
     StaleApproval(String),
     #[error("unknown model `{model}`; pick one of: {known}")]
     UnknownModel { model: String, known: String },
+    #[error("{0}")]
+    RetryUnavailable(String),
     #[error("the session has shut down; start a new session")]
     Closed,
 }
@@ -70,6 +72,7 @@ impl SessionError {
             SessionError::NoTurnRunning => ErrorKind::NoTurnRunning,
             SessionError::StaleApproval(_) => ErrorKind::StaleApproval,
             SessionError::UnknownModel { .. } => ErrorKind::UnknownModel,
+            SessionError::RetryUnavailable(_) => ErrorKind::RetryUnavailable,
             SessionError::Closed => ErrorKind::UnknownSession,
         }
     }
@@ -85,6 +88,10 @@ pub enum Op {
     },
     Stop {
         reply: Reply<bool>,
+    },
+    /// Re-run the model loop after a provider error, without a new user message.
+    Retry {
+        reply: Reply<String>,
     },
     Steer {
         text: String,
@@ -198,7 +205,7 @@ impl SessionHandle {
 
 fn reply_closed(op: Op) {
     match op {
-        Op::Prompt { reply, .. } => reply(Err(SessionError::Closed)),
+        Op::Prompt { reply, .. } | Op::Retry { reply } => reply(Err(SessionError::Closed)),
         Op::Stop { reply } => reply(Err(SessionError::Closed)),
         Op::Steer { reply, .. }
         | Op::Approve { reply, .. }
@@ -272,9 +279,27 @@ async fn actor(shared: Arc<SessionShared>, mut ops: mpsc::UnboundedReceiver<Op>)
                         .push(Message::user(parts, Source::User, Some(&turn_id)));
                 }
                 reply(Ok(turn_id.clone()));
-                let cancel = CancellationToken::new();
-                let join = tokio::spawn(turn::run_turn(shared.clone(), turn_id, cancel.clone()));
-                running = Some(RunningTurn { cancel, join });
+                running = Some(start_turn(&shared, turn_id));
+            }
+            Op::Retry { reply } => {
+                let turn_id = new_id("t");
+                {
+                    let mut state = lock(&shared.state);
+                    if state.active_turn.is_some() {
+                        drop(state);
+                        reply(Err(SessionError::TurnInProgress));
+                        continue;
+                    }
+                    if let Err(why) = retry_allowed(&state.history) {
+                        drop(state);
+                        reply(Err(SessionError::RetryUnavailable(why)));
+                        continue;
+                    }
+                    state.active_turn = Some(turn_id.clone());
+                    state.accepting_steering = true;
+                }
+                reply(Ok(turn_id.clone()));
+                running = Some(start_turn(&shared, turn_id));
             }
             Op::Stop { reply } => {
                 let was_active = lock(&shared.state).active_turn.is_some();
@@ -354,6 +379,26 @@ async fn actor(shared: Arc<SessionShared>, mut ops: mpsc::UnboundedReceiver<Op>)
     }
 }
 
+fn start_turn(shared: &Arc<SessionShared>, turn_id: String) -> RunningTurn {
+    let cancel = CancellationToken::new();
+    let join = tokio::spawn(turn::run_turn(shared.clone(), turn_id, cancel.clone()));
+    RunningTurn { cancel, join }
+}
+
+/// `retry` is for recovering from a provider error: the history must end in an error notice,
+/// looking through model switches (switching model and then retrying is the intended recovery).
+pub fn retry_allowed(history: &[Message]) -> Result<(), String> {
+    let last = history
+        .iter()
+        .rev()
+        .find(|m| m.notice != Some(NoticeKind::ModelSwitch));
+    match last {
+        Some(m) if m.notice == Some(NoticeKind::Error) => Ok(()),
+        Some(_) => Err("retry is only for a turn that ended in a provider error, and the last turn did not; send `prompt` instead".to_owned()),
+        None => Err("the session has no turn to retry; send `prompt` first".to_owned()),
+    }
+}
+
 fn resolve_pending(
     shared: &SessionShared,
     request_id: &str,
@@ -408,11 +453,15 @@ fn switch_model(
                 "the history holds {images} image(s) that {model} cannot see; they are replaced by a placeholder for this model and restored if you switch back to a vision model"
             )
         });
-        let text = match &warning {
-            Some(w) => format!("Switched model from {from} to {model}; {w}"),
-            None => format!("Switched model from {from} to {model}"),
-        };
         let turn_id = state.active_turn.clone();
+        let mut text = format!("Switched model from {from} to {model}");
+        if turn_id.is_some() {
+            text.push_str("; the running turn uses it from its next model request");
+        }
+        if let Some(w) = &warning {
+            text.push_str("; ");
+            text.push_str(w);
+        }
         state.model = model.clone();
         state.history.push(Message::notice(
             NoticeKind::ModelSwitch,

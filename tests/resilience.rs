@@ -1,0 +1,359 @@
+//! Provider faults and context limits through the real binary: bounded retries with backoff,
+//! Retry-After, mid-stream disconnects without duplicated text, idle stalls, `retry` after a
+//! failed turn, compaction (automatic, forced by an overflow error, bounded), and continuation
+//! after an output-length cut.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::*;
+
+/// Fast retries so the tests spend no time in backoff.
+const FAST: &str = "retry_base_delay_ms = 1\nretry_max_delay_ms = 5";
+
+fn tiny_model(config: String) -> String {
+    format!("{config}\n[models.tiny]\nprovider = \"local\"\nname = \"tiny-model\"\ncontext_window = 4000\n")
+}
+
+fn overflow() -> Script {
+    Script::new().step(Step::HttpError {
+        status: 400,
+        body: json!({"error": {"code": "context_length_exceeded", "message": "This model's maximum context length is 4000 tokens."}}).to_string(),
+        retry_after: None,
+    })
+}
+
+fn delta_text(t: &Tandem, sid: &str, turn: &str) -> String {
+    t.events(sid)
+        .iter()
+        .filter(|e| e["turnId"] == turn && e["type"] == "assistantDelta")
+        .map(|e| e["text"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn start(mock: &MockLlm, prelude: &str) -> Tandem {
+    Tandem::start_with(TandemOptions::with_mock(mock).config(config_with(mock, prelude))).await
+}
+
+#[tokio::test]
+async fn two_server_errors_then_success() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::http_error(500, None));
+    mock.push(Script::http_error(503, None));
+    mock.push(Script::text_reply("third time lucky"));
+    let t = start(&mock, FAST).await;
+    let sid = t.new_session(ws.path()).await;
+    let turn = t.prompt(&sid, "hi").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "completed");
+    let retries: Vec<String> = t
+        .events(&sid)
+        .iter()
+        .filter(|e| e["type"] == "notice" && e["kind"] == "retrying")
+        .map(|e| e["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(retries.len(), 2, "{retries:?}");
+    assert!(retries[0].contains("retrying 2/5"), "{}", retries[0]);
+    assert!(retries[1].contains("retrying 3/5"), "{}", retries[1]);
+    assert!(retries[0].contains("HTTP 500"));
+    assert_eq!(delta_text(&t, &sid, &turn), "third time lucky");
+    assert_eq!(mock.requests().len(), 3);
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn client_errors_are_not_retried() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::http_error(400, None));
+    let t = start(&mock, FAST).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "hi").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "error");
+    assert_eq!(ended["error"]["retriable"], false);
+    assert_eq!(mock.requests().len(), 1);
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn persistent_failure_then_retry_after_a_model_switch() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::http_error(500, None));
+    mock.push(Script::http_error(500, None));
+    let t = start(&mock, &format!("{FAST}\nprovider_max_attempts = 2")).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "hi").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "error");
+    assert_eq!(ended["error"]["retriable"], true);
+    // Switching model and then retrying is the intended recovery.
+    t.switch_model(&sid, "mock-2").await;
+    mock.push(Script::text_reply("recovered"));
+    let retried = t.request_ok("retry", json!({"sessionId": sid})).await;
+    let turn = retried["turnId"].as_str().unwrap().to_owned();
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "completed");
+    assert_eq!(delta_text(&t, &sid, &turn), "recovered");
+    let request = mock.request(2);
+    assert_eq!(request["model"], "mock-model-2");
+    let users = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .count();
+    assert_eq!(users, 1, "retry adds no user message");
+    let err = t.request_err("retry", json!({"sessionId": sid})).await;
+    assert_eq!(err.kind, "retryUnavailable");
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn rate_limit_honours_retry_after() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::http_error(429, Some(1)));
+    mock.push(Script::text_reply("ok"));
+    let t = start(&mock, FAST).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "hi").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "completed");
+    let notice = t
+        .find_event(&sid, |e| e["type"] == "notice" && e["kind"] == "retrying")
+        .unwrap();
+    let text = notice["text"].as_str().unwrap();
+    assert!(
+        text.contains("HTTP 429") && text.contains("in 1.0 s"),
+        "{text}"
+    );
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn mid_stream_disconnect_is_retried_without_duplicated_text() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::new().role().text("Hello ").text("wor").disconnect());
+    mock.push(
+        Script::new()
+            .role()
+            .text("Hello ")
+            .text("world!")
+            .finish("stop")
+            .done(),
+    );
+    let t = start(&mock, FAST).await;
+    let sid = t.new_session(ws.path()).await;
+    let turn = t.prompt(&sid, "greet").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "completed");
+    assert_eq!(delta_text(&t, &sid, &turn), "Hello world!");
+    let messages = t.events_of_type(&sid, "assistantMessage");
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0]["text"], "Hello world!");
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_idle_stream_is_retried() {
+    let ws = workspace();
+    let stall = Gate::new();
+    let mock = MockLlm::start().await;
+    mock.push(
+        Script::new()
+            .role()
+            .text("thinking")
+            .wait_for(&stall)
+            .done(),
+    );
+    mock.push(Script::text_reply("thinking harder"));
+    let t = start(&mock, &format!("{FAST}\nstream_idle_timeout_ms = 300")).await;
+    let sid = t.new_session(ws.path()).await;
+    let turn = t.prompt(&sid, "hi").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "completed");
+    let notice = t
+        .find_event(&sid, |e| e["type"] == "notice" && e["kind"] == "retrying")
+        .unwrap();
+    assert!(notice["text"].as_str().unwrap().contains("sent nothing"));
+    assert_eq!(delta_text(&t, &sid, &turn), "thinking harder");
+    stall.open();
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn stop_during_backoff_ends_at_once() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::http_error(500, None));
+    let t = start(
+        &mock,
+        "retry_base_delay_ms = 600000\nretry_max_delay_ms = 600000",
+    )
+    .await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "hi").await;
+    t.wait_event(&sid, |e| e["type"] == "notice" && e["kind"] == "retrying")
+        .await;
+    assert!(t.stop(&sid).await);
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "interrupted");
+    assert_eq!(mock.requests().len(), 1);
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_length_cut_continues_with_a_prompt_that_is_never_persisted() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(
+        Script::new()
+            .role()
+            .text("part one, ")
+            .finish("length")
+            .done(),
+    );
+    mock.push(Script::new().role().text("part two.").finish("stop").done());
+    mock.push(Script::text_reply("next turn"));
+    let t = start(&mock, FAST).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "write a lot").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "completed");
+    let second = mock.request(1).to_string();
+    assert!(second.contains("cut off at the output limit"));
+    assert!(second.contains("part one, "));
+    t.prompt(&sid, "again").await;
+    t.wait_turn_ended(&sid).await;
+    let third = mock.request(2).to_string();
+    assert!(
+        !third.contains("cut off at the output limit"),
+        "continuation prompt persisted"
+    );
+    assert!(third.contains("part one, ") && third.contains("part two."));
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_overflow_error_forces_compaction_and_a_retry() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::text_reply("first answer about the parser"));
+    let t = start(&mock, FAST).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "explain the parser in detail").await;
+    t.wait_turn_ended(&sid).await;
+    mock.push(overflow());
+    mock.push(Script::text_reply(
+        "SUMMARY: the user asked about the parser.",
+    ));
+    mock.push(Script::text_reply("second answer"));
+    t.prompt(&sid, "now the lexer").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "completed");
+    assert!(!t.events_of_type(&sid, "compacting").is_empty());
+    let compacted = t.events_of_type(&sid, "compacted");
+    assert_eq!(
+        compacted[0]["summary"],
+        "SUMMARY: the user asked about the parser."
+    );
+    let summarize = mock.request(2);
+    assert!(summarize["tools"].is_null(), "the summarizer gets no tools");
+    assert!(summarize
+        .to_string()
+        .contains("explain the parser in detail"));
+    let after = mock.request(3);
+    let text = after.to_string();
+    assert!(text.contains("<compacted-history>"));
+    assert!(text.contains("SUMMARY: the user asked about the parser."));
+    assert!(
+        !text.contains("explain the parser in detail"),
+        "the prefix is summarized"
+    );
+    assert!(text.contains("now the lexer"), "recent turns stay verbatim");
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn compaction_that_cannot_move_forward_gives_up_with_advice() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(overflow());
+    let t = start(&mock, FAST).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "a single huge prompt").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "contextExceeded");
+    let message = ended["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("new session") && message.contains("larger context window"),
+        "{message}"
+    );
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn usage_near_the_window_compacts_automatically_and_rapid_refills_are_bounded() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let mock = MockLlm::start().await;
+    // Every answer reports a prompt of 3,900 tokens against a 4,000-token window, so each
+    // batch fills the context again: compactions 2..5 are rapid refills, and the 4th refill
+    // ends the turn.
+    for i in 0..5 {
+        mock.push(
+            Script::new()
+                .role()
+                .tool_call(
+                    format!("r{i}"),
+                    "read_file",
+                    json!({"path": "a.txt"}).to_string(),
+                )
+                .finish("tool_calls")
+                .usage(3_900, 10)
+                .done(),
+        );
+        mock.push(Script::text_reply(&format!("summary number {i}")));
+    }
+    let t = Tandem::start_with(
+        TandemOptions::with_mock(&mock).config(tiny_model(config_with(&mock, FAST))),
+    )
+    .await;
+    let sid = t
+        .new_session_with(ws.path(), json!({"model": "tiny"}))
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    t.prompt(&sid, "read it").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "contextExceeded", "{ended}");
+    assert!(ended["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("3 compactions"));
+    assert_eq!(t.events_of_type(&sid, "compacted").len(), 4);
+    let requests: Vec<Value> = mock.requests();
+    assert_eq!(requests.len(), 9);
+    // After the first compaction the main request carries the summary, not the old batch.
+    let text = requests[2].to_string();
+    assert!(text.contains("summary number 0"));
+    for r in &requests {
+        let messages = r["messages"].as_array().unwrap();
+        for (i, m) in messages.iter().enumerate() {
+            for call in m["tool_calls"].as_array().into_iter().flatten() {
+                assert!(
+                    messages[i + 1..]
+                        .iter()
+                        .any(|l| l["role"] == "tool" && l["tool_call_id"] == call["id"]),
+                    "compaction split a tool call from its result: {r}"
+                );
+            }
+        }
+    }
+    t.shutdown().await;
+}
