@@ -1,0 +1,415 @@
+-- tandem.approval: the approval float (title, reason, diff or command, keys y/a/c/n/e/d), the edit-then-accept buffer, and ask_user/plan questions.
+--
+-- Approvals queue up and are shown one at a time, oldest first, because the server authorizes a
+-- turn's calls in order. Hiding the float never answers it: only a key does (default deny is the
+-- server's job when no client answers, not ours).
+local config = require('tandem.config')
+local diff = require('tandem.diff')
+
+local M = {}
+
+local ns = vim.api.nvim_create_namespace('tandem.approval')
+
+local queue = {} -- approvalRequested events not yet resolved, oldest first
+local answered = {} -- requestId -> true once we sent a decision (awaiting approvalResolved)
+local view = nil -- { ev, win, buf } of the float on screen
+local side = {} -- requestId -> { tab?, edit_buf? } extra views opened for a request
+
+local function tandem()
+  return require('tandem')
+end
+
+local function keys()
+  return config.options.keymaps.approval
+end
+
+local function head()
+  for _, ev in ipairs(queue) do
+    if not answered[ev.requestId] then
+      return ev
+    end
+  end
+end
+
+local function has_option(ev, decision)
+  for _, o in ipairs(ev.options or {}) do
+    if o.decision == decision then
+      return o
+    end
+  end
+  -- Servers that send no options still accept the core decisions.
+  return (ev.options == nil and (decision == 'once' or decision == 'deny' or decision == 'alwaysTool')) and {} or nil
+end
+
+local function close_float()
+  if view and view.win and vim.api.nvim_win_is_valid(view.win) then
+    vim.api.nvim_win_close(view.win, true)
+  end
+  view = nil
+end
+
+local function close_side(request_id)
+  local s = side[request_id]
+  side[request_id] = nil
+  if not s then
+    return
+  end
+  if s.tab and vim.api.nvim_tabpage_is_valid(s.tab) and #vim.api.nvim_list_tabpages() > 1 then
+    local num = vim.api.nvim_tabpage_get_number(s.tab)
+    pcall(vim.cmd, 'tabclose! ' .. num)
+  end
+  if s.edit_buf and vim.api.nvim_buf_is_valid(s.edit_buf) then
+    pcall(vim.api.nvim_buf_delete, s.edit_buf, { force = true })
+  end
+end
+
+--- Lines of the float for one approval, with highlight marks (0-based rows).
+function M.lines(ev)
+  local lines, marks = {}, {}
+  local function add(text, hl)
+    for _, l in ipairs(vim.split(text, '\n', { plain = true })) do
+      table.insert(lines, l)
+      if hl then
+        table.insert(marks, { #lines - 1, hl })
+      end
+    end
+  end
+  add(('%s · %s'):format(ev.kind or 'tool', ev.name or '?'), 'Title')
+  if ev.reason and ev.reason ~= '' then
+    add('Reason: ' .. ev.reason)
+  end
+  if ev.command then
+    add('')
+    add('$ ' .. ev.command, 'Statement')
+    add('cwd: ' .. (ev.cwd or '?'), 'Comment')
+  end
+  if ev.diff and #ev.diff > 0 then
+    for _, entry in ipairs(ev.diff) do
+      add('')
+      local dl, dm = diff.render(entry)
+      local offset = #lines
+      vim.list_extend(lines, dl)
+      for _, m in ipairs(dm) do
+        table.insert(marks, { offset + m[1], m[2] })
+      end
+    end
+  elseif not ev.command and ev.arguments then
+    add('')
+    local ok, json = pcall(vim.json.encode, ev.arguments)
+    add(ok and json or vim.inspect(ev.arguments), 'Comment')
+  end
+  add('')
+  local k = keys()
+  local help = { ('[%s] allow once'):format(k.once), ('[%s] always allow %s'):format(k.always_tool, ev.name or 'tool') }
+  local cmd_opt = has_option(ev, 'alwaysCommand')
+  if cmd_opt and cmd_opt.commandPrefix then
+    table.insert(help, ('[%s] always allow `%s`'):format(k.always_command, cmd_opt.commandPrefix))
+  end
+  table.insert(help, ('[%s] deny'):format(k.deny))
+  if ev.diff and #ev.diff > 0 then
+    table.insert(help, ('[%s] edit'):format(k.edit))
+    table.insert(help, ('[%s] split diff'):format(k.diff))
+  end
+  table.insert(help, ('[%s] hide'):format(k.hide))
+  add(table.concat(help, '  '), 'SpecialKey')
+  return lines, marks
+end
+
+--- Send a decision for ev and take its views down.
+local function decide(ev, decision, message, edited)
+  if answered[ev.requestId] then
+    return
+  end
+  answered[ev.requestId] = true
+  if view and view.ev.requestId == ev.requestId then
+    close_float()
+  end
+  -- Deferred: decide() may run inside the edit buffer's own BufWriteCmd or the diff tab's keymap.
+  vim.schedule(function()
+    close_side(ev.requestId)
+  end)
+  tandem().approve(ev.requestId, decision, message, edited, function(err)
+    if err then
+      -- Stale or failed: nothing is waiting for it any more, so drop it and move on.
+      M.resolved({ requestId = ev.requestId })
+    end
+  end)
+end
+
+local function deny_with_reason(ev)
+  vim.ui.input({ prompt = 'Deny — reason for the model (optional, Esc keeps it pending): ' }, function(input)
+    if input == nil then
+      return -- cancelled: the approval stays pending
+    end
+    decide(ev, 'deny', input ~= '' and input or nil)
+  end)
+end
+
+local function always_command(ev)
+  local opt = has_option(ev, 'alwaysCommand')
+  if not opt then
+    tandem().notify('"always allow this command" is offered only for shell commands; use '
+      .. keys().always_tool .. ' to always allow the tool, or ' .. keys().once .. ' for once.', vim.log.levels.WARN)
+    return
+  end
+  decide(ev, 'alwaysCommand')
+end
+
+local function diff_entry(ev)
+  return ev.diff and ev.diff[1] or nil
+end
+
+--- Open the proposed content in a buffer; :w approves it with editedContent (decision once).
+function M.edit(ev)
+  local entry = diff_entry(ev)
+  if not entry then
+    tandem().notify('only file edits can be edited before approval; this is ' .. (ev.name or 'a tool') .. '.', vim.log.levels.WARN)
+    return
+  end
+  close_float()
+  local b = vim.api.nvim_create_buf(false, false)
+  vim.api.nvim_buf_set_name(b, 'tandem://edit/' .. ev.requestId .. '/' .. (entry.path or 'file'))
+  vim.bo[b].buftype = 'acwrite'
+  vim.bo[b].bufhidden = 'wipe'
+  vim.bo[b].swapfile = false
+  vim.api.nvim_buf_set_lines(b, 0, -1, false, diff.split(entry.newText))
+  vim.bo[b].modified = false
+  local ft = vim.filetype.match({ filename = entry.path or '', buf = b })
+  if ft then
+    vim.bo[b].filetype = ft
+  end
+  side[ev.requestId] = side[ev.requestId] or {}
+  side[ev.requestId].edit_buf = b
+  vim.api.nvim_create_autocmd('BufWriteCmd', {
+    buffer = b,
+    callback = function()
+      local content = table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), '\n')
+      -- Keep the file's final newline when the buffer has one (Neovim's 'eol' semantics).
+      if vim.bo[b].eol or vim.bo[b].fixeol then
+        content = content .. '\n'
+      end
+      vim.bo[b].modified = false
+      tandem().notify('approving your edited version of ' .. (entry.path or 'the file'))
+      decide(ev, 'once', nil, content)
+    end,
+  })
+  vim.api.nvim_create_autocmd('BufWipeout', {
+    buffer = b,
+    once = true,
+    callback = function()
+      if side[ev.requestId] then
+        side[ev.requestId].edit_buf = nil
+      end
+      -- Left without writing: bring the approval back so it is not forgotten.
+      if not answered[ev.requestId] then
+        vim.schedule(M.show)
+      end
+    end,
+  })
+  vim.api.nvim_open_win(b, true, { split = 'above', win = -1 })
+  tandem().notify(('edit the proposed %s, then :w to approve your version (:q! goes back to the approval).'):format(entry.path or 'content'))
+  return b
+end
+
+local function map_decision_keys(b, ev, after_hide)
+  local k = keys()
+  local function map(lhs, fn)
+    if lhs then
+      vim.keymap.set('n', lhs, fn, { buffer = b, nowait = true, silent = true })
+    end
+  end
+  map(k.once, function()
+    decide(ev, 'once')
+  end)
+  map(k.always_tool, function()
+    decide(ev, 'alwaysTool')
+  end)
+  map(k.always_command, function()
+    always_command(ev)
+  end)
+  map(k.deny, function()
+    deny_with_reason(ev)
+  end)
+  map(k.edit, function()
+    M.edit(ev)
+  end)
+  map(k.hide, after_hide)
+end
+
+--- Open the side-by-side :diffthis view in a new tab; the same keys decide from there.
+function M.split_diff(ev)
+  local entry = diff_entry(ev)
+  if not entry then
+    tandem().notify('there is no diff for ' .. (ev.name or 'this tool') .. '; only file edits have one.', vim.log.levels.WARN)
+    return
+  end
+  close_float()
+  local tab, old_buf, new_buf = diff.open_split(entry)
+  side[ev.requestId] = side[ev.requestId] or {}
+  side[ev.requestId].tab = tab
+  local function back()
+    close_side(ev.requestId)
+    M.show()
+  end
+  map_decision_keys(old_buf, ev, back)
+  map_decision_keys(new_buf, ev, back)
+  return tab
+end
+
+--- Show the float for the oldest unanswered approval.
+function M.show()
+  local ev = head()
+  if not ev then
+    if not view then
+      tandem().notify('no approval is pending.')
+    end
+    return
+  end
+  if view and view.ev.requestId == ev.requestId and vim.api.nvim_win_is_valid(view.win) then
+    vim.api.nvim_set_current_win(view.win)
+    return
+  end
+  close_float()
+  local lines, marks = M.lines(ev)
+  local b = vim.api.nvim_create_buf(false, true)
+  vim.bo[b].bufhidden = 'wipe'
+  vim.api.nvim_buf_set_lines(b, 0, -1, false, lines)
+  vim.bo[b].modifiable = false
+  for _, m in ipairs(marks) do
+    vim.api.nvim_buf_set_extmark(b, ns, m[1], 0, { line_hl_group = m[2] })
+  end
+  local c = config.options.approval
+  local width = 20
+  for _, l in ipairs(lines) do
+    width = math.max(width, vim.fn.strdisplaywidth(l) + 1)
+  end
+  width = math.min(width, math.floor(vim.o.columns * c.max_width))
+  local height = math.min(#lines, math.floor((vim.o.lines - 2) * c.max_height))
+  local win = vim.api.nvim_open_win(b, true, {
+    relative = 'editor',
+    width = width,
+    height = math.max(height, 1),
+    row = math.floor((vim.o.lines - height) / 2) - 1,
+    col = math.floor((vim.o.columns - width) / 2),
+    border = c.border,
+    title = ' ' .. (ev.title or 'approval') .. ' ',
+    title_pos = 'center',
+    style = 'minimal',
+    zindex = 60,
+  })
+  vim.wo[win].wrap = true
+  vim.wo[win].cursorline = false
+  view = { ev = ev, win = win, buf = b }
+  map_decision_keys(b, ev, function()
+    close_float()
+    tandem().notify('approval hidden, still pending: :Tandem approvals shows it again.')
+  end)
+  vim.keymap.set('n', keys().diff or 'd', function()
+    M.split_diff(ev)
+  end, { buffer = b, nowait = true, silent = true })
+  vim.keymap.set('n', '<Esc>', function()
+    close_float()
+  end, { buffer = b, nowait = true, silent = true })
+  -- Closing the float another way (:q, <C-w>c) only hides it.
+  vim.api.nvim_create_autocmd('WinClosed', {
+    pattern = tostring(win),
+    once = true,
+    callback = function()
+      if view and view.win == win then
+        view = nil
+      end
+    end,
+  })
+end
+
+function M.request(ev)
+  for _, e in ipairs(queue) do
+    if e.requestId == ev.requestId then
+      return
+    end
+  end
+  table.insert(queue, ev)
+  if not view then
+    M.show()
+  end
+end
+
+function M.resolved(ev)
+  local id = ev.requestId
+  for i, e in ipairs(queue) do
+    if e.requestId == id then
+      table.remove(queue, i)
+      break
+    end
+  end
+  answered[id] = nil
+  close_side(id)
+  if view and view.ev.requestId == id then
+    close_float()
+  end
+  if head() and not view then
+    M.show()
+  end
+end
+
+function M.turn_ended()
+  M.clear()
+end
+
+--- Drop everything (turn ended, server restarted): nothing here can be answered any more.
+function M.clear()
+  for _, ev in ipairs(queue) do
+    close_side(ev.requestId)
+  end
+  queue, answered = {}, {}
+  close_float()
+end
+
+--- State for tests and statuslines.
+function M.pending()
+  return queue
+end
+function M.view()
+  return view
+end
+
+--- questionAsked: ask_user (choices or free text) and propose_plan.
+function M.question(ev)
+  local function reply(answer)
+    if answer == nil then
+      tandem().notify('the question is still waiting for an answer; :Tandem stop ends the turn.', vim.log.levels.WARN)
+      return
+    end
+    tandem().answer(ev.requestId, answer)
+  end
+  local function free_text(prompt)
+    vim.ui.input({ prompt = prompt }, reply)
+  end
+  if ev.plan then
+    local items = { 'Approve the plan', 'Reject the plan', 'Reply with changes…' }
+    vim.ui.select(items, { prompt = 'tandem plan: ' .. (ev.question or 'proceed?') }, function(choice)
+      if choice == items[1] then
+        reply('approved: go ahead')
+      elseif choice == items[2] then
+        reply('rejected')
+      elseif choice == items[3] then
+        free_text('changes to the plan: ')
+      else
+        reply(nil)
+      end
+    end)
+  elseif ev.choices and #ev.choices > 0 then
+    local items = vim.list_extend(vim.deepcopy(ev.choices), { 'Other…' })
+    vim.ui.select(items, { prompt = 'tandem asks: ' .. (ev.question or '') }, function(choice)
+      if choice == 'Other…' then
+        free_text((ev.question or 'answer') .. ' ')
+      else
+        reply(choice)
+      end
+    end)
+  else
+    free_text('tandem asks: ' .. (ev.question or '') .. ' ')
+  end
+end
+
+return M

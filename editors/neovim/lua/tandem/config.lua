@@ -1,0 +1,113 @@
+-- tandem.config: default options and the merge of the user's setup() table over them.
+local M = {}
+
+M.defaults = {
+  -- The server command; `config_file` and `data_dir` are appended as flags when set.
+  cmd = { 'tandem', 'serve' },
+  config_file = nil,
+  data_dir = nil,
+  -- Extra environment for the server (for example RUST_LOG).
+  env = nil,
+  -- 'ndjson' runs the server through vim.system (newline-delimited JSON);
+  -- 'content-length' runs it through vim.lsp.rpc.start (LSP framing). Both speak the same protocol.
+  framing = 'ndjson',
+  -- Working directory of new sessions; a function lets it follow the current tab.
+  cwd = function()
+    return vim.fn.getcwd()
+  end,
+  -- Mode for new sessions: ask, autoEdit, plan or fullAuto (nil = the server's default, ask).
+  mode = nil,
+  -- Model for new sessions (nil = the server's defaultModel).
+  model = nil,
+  chat = {
+    -- 'split' (horizontal), 'vsplit' or 'float'.
+    layout = 'vsplit',
+    -- Columns for vsplit, lines for split; a fraction (<1) of the editor for float.
+    size = 80,
+    float = { width = 0.8, height = 0.8, border = 'rounded' },
+    -- Fold reasoning blocks closed.
+    fold_reasoning = true,
+    -- Open the chat (without moving the cursor) when a prompt is sent.
+    auto_open = true,
+  },
+  approval = {
+    border = 'rounded',
+    -- Maximum width/height as a fraction of the editor.
+    max_width = 0.8,
+    max_height = 0.8,
+  },
+  keymaps = {
+    -- Global normal-mode mappings; none by default so the plugin never takes a key you use.
+    -- Example: global = { prompt = '<leader>tp', chat = '<leader>tc', stop = '<leader>ts' }
+    global = {},
+    -- Buffer-local keys in the chat buffer (false disables one).
+    chat = {
+      prompt = 'i',
+      steer = 's',
+      stop = '<C-c>',
+      model = 'm',
+      mode = 'M',
+      approvals = 'A',
+      close = 'q',
+    },
+    -- Keys in the approval float and the split diff.
+    approval = {
+      once = 'y',
+      always_tool = 'a',
+      always_command = 'c',
+      deny = 'n',
+      edit = 'e',
+      diff = 'd',
+      hide = 'q',
+    },
+  },
+  -- How long (ms) to wait for the server to answer before reporting it as unresponsive.
+  request_timeout = 10000,
+}
+
+M.options = vim.deepcopy(M.defaults)
+
+function M.setup(opts)
+  opts = opts or {}
+  vim.validate({ opts = { opts, 'table' } })
+  if opts.cmd ~= nil and type(opts.cmd) == 'string' then
+    -- Accept a plain binary path for convenience: 'tandem' means { 'tandem', 'serve' }.
+    opts = vim.tbl_extend('force', opts, { cmd = { opts.cmd, 'serve' } })
+  end
+  M.options = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts)
+  -- tbl_deep_extend merges list tables index by index; the command must be replaced whole.
+  if opts.cmd then
+    M.options.cmd = vim.deepcopy(opts.cmd)
+  end
+  return M.options
+end
+
+--- The full argv for the server: cmd plus --config/--data-dir when configured.
+function M.server_cmd()
+  local o = M.options
+  local cmd = vim.deepcopy(o.cmd)
+  if o.config_file then
+    table.insert(cmd, '--config')
+    table.insert(cmd, vim.fn.expand(o.config_file))
+  end
+  if o.data_dir then
+    table.insert(cmd, '--data-dir')
+    table.insert(cmd, vim.fn.expand(o.data_dir))
+  end
+  return cmd
+end
+
+function M.cwd()
+  local c = M.options.cwd
+  if type(c) == 'function' then
+    c = c()
+  end
+  local p = vim.fn.fnamemodify(c or vim.fn.getcwd(), ':p')
+  -- The server wants an absolute directory; drop the trailing slash except for '/'.
+  if #p > 1 then
+    p = p:gsub('/$', '')
+  end
+  return p
+end
+
+return M

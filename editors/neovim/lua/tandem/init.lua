@@ -1,0 +1,670 @@
+-- tandem: the plugin's core — server lifecycle, session state, and the actions behind :Tandem.
+--
+-- One server process per Neovim, one active session. Every action first calls ensure(), which
+-- starts the server and a session asynchronously if needed and then runs the action, so the
+-- first `:Tandem prompt` just works without a setup() call and nothing ever blocks the UI.
+local config = require('tandem.config')
+local rpc = require('tandem.rpc')
+
+local M = {}
+
+M.version = '0.1.0'
+M.PROTOCOL_VERSION = 1
+
+---@class tandem.State
+local S = {
+  client = nil, -- rpc client of the running server
+  gen = 0, -- bumped on every (re)start so callbacks of an old server are ignored
+  starting = false,
+  waiters = {}, -- actions waiting for the server and session to be ready
+  info = nil, -- initialize result: serverInfo, capabilities, models, defaultModel
+  session = nil, -- { sessionId, model, mode, cwd }
+  running = false, -- a turn is running
+  turn_id = nil,
+  usage = nil, -- last usage event
+  last_exit = nil, -- { code, signal } of the last unexpected exit
+}
+M.state = S
+
+local function notify(msg, level)
+  vim.notify('tandem: ' .. msg, level or vim.log.levels.INFO, { title = 'tandem' })
+end
+M.notify = notify
+
+local function ui()
+  return require('tandem.ui')
+end
+local function approval()
+  return require('tandem.approval')
+end
+
+function M.setup(opts)
+  config.setup(opts)
+  M.apply_global_keymaps()
+  return M
+end
+
+--- Global mappings from keymaps.global = { action = lhs }.
+function M.apply_global_keymaps()
+  local actions = {
+    prompt = function()
+      M.prompt()
+    end,
+    chat = function()
+      ui().toggle()
+    end,
+    stop = M.stop,
+    steer = function()
+      M.steer()
+    end,
+    model = M.pick_model,
+    mode = M.pick_mode,
+    sessions = M.sessions,
+    approvals = function()
+      approval().show()
+    end,
+  }
+  for action, lhs in pairs(config.options.keymaps.global or {}) do
+    if lhs and actions[action] then
+      vim.keymap.set('n', lhs, actions[action], { desc = 'tandem: ' .. action })
+    end
+  end
+  local prompt_lhs = (config.options.keymaps.global or {}).prompt
+  if prompt_lhs then
+    -- In visual mode the prompt key sends the selection as context.
+    vim.keymap.set('x', prompt_lhs, ':Tandem prompt<CR>', { desc = 'tandem: prompt with selection', silent = true })
+  end
+end
+
+local function fail_waiters()
+  S.waiters = {}
+end
+
+local function ready()
+  return S.client ~= nil and S.client:is_running() and S.session ~= nil
+end
+M.ready = ready
+
+local function missing_binary_message(bin)
+  return ('the server binary `%s` was not found. Build it with `cargo build` in the tandem repository '
+    .. "(it lands in target/debug/tandem), then point the plugin at it: require('tandem').setup({ cmd = "
+    .. "{ '/path/to/tandem', 'serve' } }) and run :Tandem restart. :checkhealth tandem checks the setup."):format(bin)
+end
+
+local function on_event(ev)
+  if S.session == nil or ev.sessionId ~= S.session.sessionId then
+    return -- a session we are not showing (for example one we just left)
+  end
+  local t = ev.type
+  if t == 'turnStarted' then
+    S.running = true
+    S.turn_id = ev.turnId
+  elseif t == 'turnEnded' then
+    S.running = false
+    S.turn_id = nil
+    approval().turn_ended()
+  elseif t == 'modelSwitched' then
+    S.session.model = ev.to
+  elseif t == 'usage' then
+    S.usage = ev
+  end
+  ui().render(ev)
+  if t == 'approvalRequested' then
+    approval().request(ev)
+  elseif t == 'approvalResolved' then
+    approval().resolved(ev)
+  elseif t == 'questionAsked' then
+    approval().question(ev)
+  end
+  vim.api.nvim_exec_autocmds('User', { pattern = 'TandemEvent', modeline = false, data = ev })
+end
+
+local function on_exit(gen, code, signal)
+  if gen ~= S.gen then
+    return -- an old server we replaced on purpose
+  end
+  local client = S.client
+  S.client = nil
+  S.running = false
+  S.starting = false
+  fail_waiters()
+  approval().clear()
+  if S.stopping then
+    S.stopping = false
+    return
+  end
+  S.last_exit = { code = code, signal = signal }
+  local tail = client and client.stderr_tail() or {}
+  local last = {}
+  for i = math.max(1, #tail - 4), #tail do
+    table.insert(last, tail[i])
+  end
+  local detail = #last > 0 and ('\nLast server output:\n' .. table.concat(last, '\n')) or ''
+  notify(
+    ('the server exited unexpectedly (code %s, signal %s). Run :Tandem restart to start it again; '
+      .. 'the chat buffer is kept.%s'):format(tostring(code), tostring(signal), detail),
+    vim.log.levels.ERROR
+  )
+  ui().line('! server exited (code ' .. tostring(code) .. '); :Tandem restart to start it again', 'ErrorMsg')
+end
+
+local function start_session(gen, cb)
+  local params = { cwd = config.cwd() }
+  params.model = config.options.model
+  params.mode = config.options.mode
+  S.client:request('session/new', params, function(err, res)
+    if gen ~= S.gen then
+      return
+    end
+    if err then
+      S.starting = false
+      fail_waiters()
+      notify(
+        ('could not start a session in %s: %s. Check the directory exists, or change setup({ cwd = ... }), then :Tandem restart.')
+          :format(params.cwd, rpc.format_error(err)),
+        vim.log.levels.ERROR
+      )
+      return
+    end
+    S.session = { sessionId = res.sessionId, model = res.model, mode = res.mode, cwd = params.cwd }
+    cb()
+  end)
+end
+
+--- Start the server and a session; run the waiting actions when both are ready.
+function M.start()
+  if S.starting or ready() then
+    return
+  end
+  local cmd = config.server_cmd()
+  if vim.fn.executable(cmd[1]) ~= 1 then
+    fail_waiters()
+    notify(missing_binary_message(cmd[1]), vim.log.levels.ERROR)
+    return
+  end
+  if config.options.config_file and vim.fn.filereadable(vim.fn.expand(config.options.config_file)) ~= 1 then
+    fail_waiters()
+    notify(
+      ('the config file %s cannot be read. Fix the path in setup({ config_file = ... }) or remove it to use the offline demo model, then :Tandem restart.')
+        :format(config.options.config_file),
+      vim.log.levels.ERROR
+    )
+    return
+  end
+  S.gen = S.gen + 1
+  local gen = S.gen
+  S.starting = true
+  S.session = nil
+  S.info = nil
+  local client, err = rpc.start(cmd, {
+    framing = config.options.framing,
+    env = config.options.env,
+    cwd = config.cwd(),
+    on_notification = function(method, params)
+      if gen == S.gen and method == 'session/event' then
+        on_event(params)
+      end
+    end,
+    on_exit = function(code, signal)
+      on_exit(gen, code, signal)
+    end,
+  })
+  if not client then
+    S.starting = false
+    fail_waiters()
+    notify(('could not start `%s`: %s. %s'):format(table.concat(cmd, ' '), err, 'Check the path and permissions, then :Tandem restart.'), vim.log.levels.ERROR)
+    return
+  end
+  S.client = client
+  client:request('initialize', {
+    protocolVersion = M.PROTOCOL_VERSION,
+    clientInfo = { name = 'tandem.nvim', version = M.version },
+    capabilities = { approvals = true },
+  }, function(ierr, res)
+    if gen ~= S.gen then
+      return
+    end
+    if ierr then
+      S.starting = false
+      fail_waiters()
+      notify(('the server refused initialize: %s. Is `%s` a tandem binary? :checkhealth tandem shows details.'):format(
+        rpc.format_error(ierr), cmd[1]), vim.log.levels.ERROR)
+      return
+    end
+    if res.protocolVersion ~= M.PROTOCOL_VERSION then
+      notify(('the server speaks protocol %s, this plugin speaks %d; update the plugin or the server.'):format(
+        tostring(res.protocolVersion), M.PROTOCOL_VERSION), vim.log.levels.WARN)
+    end
+    S.info = res
+    start_session(gen, function()
+      S.starting = false
+      local waiting = S.waiters
+      S.waiters = {}
+      ui().line(('· session %s · model %s · mode %s · %s'):format(
+        S.session.sessionId, S.session.model, S.session.mode, S.session.cwd), 'Comment')
+      for _, fn in ipairs(waiting) do
+        fn()
+      end
+    end)
+  end)
+end
+
+--- Run fn once the server and a session are ready, starting them if needed.
+function M.ensure(fn)
+  if ready() then
+    fn()
+    return
+  end
+  table.insert(S.waiters, fn)
+  M.start()
+end
+
+--- Stop the server (closing stdin, which it treats as shutdown) without reporting a crash.
+function M.shutdown()
+  if S.client and S.client:is_running() then
+    S.stopping = true
+    S.client:stop()
+  end
+end
+
+function M.restart()
+  local old = S.client
+  -- Bump the generation first: the old server's late events and its exit are then ignored,
+  -- so stopping it on purpose is not reported as a crash.
+  S.gen = S.gen + 1
+  if old and old:is_running() then
+    old:stop()
+  end
+  S.client = nil
+  S.session = nil
+  S.running = false
+  S.starting = false
+  S.waiters = {}
+  approval().clear()
+  ui().line('· restarting the server', 'Comment')
+  M.ensure(function()
+    notify('server restarted; new session ' .. S.session.sessionId)
+  end)
+end
+
+--- Build the prompt content: the text, plus the selected lines as a fenced block.
+function M.context_from_range(bufnr, line1, line2)
+  local lines = vim.api.nvim_buf_get_lines(bufnr, line1 - 1, line2, false)
+  local name = vim.api.nvim_buf_get_name(bufnr)
+  local rel = name ~= '' and vim.fn.fnamemodify(name, ':.') or '[No Name]'
+  local ft = vim.bo[bufnr].filetype or ''
+  return ('Selected from `%s` lines %d-%d:\n```%s\n%s\n```'):format(rel, line1, line2, ft, table.concat(lines, '\n'))
+end
+
+local function send_prompt(text, context)
+  local content = text
+  if context then
+    content = (text ~= '' and (text .. '\n\n') or '') .. context
+  end
+  M.ensure(function()
+    ui().user_prompt(text, context)
+    if config.options.chat.auto_open ~= false then
+      ui().open({ focus = false })
+    end
+    S.client:request('prompt', { sessionId = S.session.sessionId, content = content }, function(err, res)
+      if err then
+        local kind = rpc.error_kind(err)
+        if kind == 'turnInProgress' then
+          notify('a turn is already running: add to it with :Tandem steer, or end it with :Tandem stop.', vim.log.levels.WARN)
+        else
+          notify('prompt failed: ' .. rpc.format_error(err), vim.log.levels.ERROR)
+        end
+        ui().line('! prompt not sent: ' .. rpc.format_error(err), 'ErrorMsg')
+        return
+      end
+      S.turn_id = res.turnId
+      S.running = true
+    end)
+  end)
+end
+
+--- Send a prompt. Without text, ask for it. context is extra text (a selection) appended to it.
+function M.prompt(text, context)
+  if text and text ~= '' then
+    return send_prompt(text, context)
+  end
+  vim.ui.input({ prompt = context and 'tandem (with selection)> ' or 'tandem> ' }, function(input)
+    if input == nil then
+      return
+    end
+    if input == '' and not context then
+      return
+    end
+    send_prompt(input, context)
+  end)
+end
+
+function M.stop()
+  if not ready() then
+    notify('no server is running, so there is nothing to stop.')
+    return
+  end
+  S.client:request('stop', { sessionId = S.session.sessionId }, function(err, res)
+    if err then
+      notify('stop failed: ' .. rpc.format_error(err), vim.log.levels.ERROR)
+    elseif not res.stopped then
+      notify('no turn was running.')
+    end
+  end)
+end
+
+function M.steer(text)
+  if not ready() or not S.running then
+    notify('no turn is running to steer; start one with :Tandem prompt.', vim.log.levels.WARN)
+    return
+  end
+  local function send(t)
+    S.client:request('steer', { sessionId = S.session.sessionId, text = t }, function(err)
+      if err then
+        if rpc.error_kind(err) == 'noTurnRunning' then
+          notify('the turn ended before the steer arrived; send it as a new prompt with :Tandem prompt.', vim.log.levels.WARN)
+        else
+          notify('steer failed: ' .. rpc.format_error(err), vim.log.levels.ERROR)
+        end
+        return
+      end
+      ui().line('↪ steer queued: ' .. t, 'Special')
+    end)
+  end
+  if text and text ~= '' then
+    return send(text)
+  end
+  vim.ui.input({ prompt = 'steer> ' }, function(input)
+    if input and input ~= '' then
+      send(input)
+    end
+  end)
+end
+
+function M.switch_model(id, cb)
+  M.ensure(function()
+    S.client:request('switchModel', { sessionId = S.session.sessionId, model = id }, function(err, res)
+      if err then
+        notify(('could not switch to %s: %s'):format(id, rpc.format_error(err)), vim.log.levels.ERROR)
+        return
+      end
+      S.session.model = res.model
+      if res.warning then
+        notify(res.warning, vim.log.levels.WARN)
+      end
+      notify('model: ' .. res.model)
+      if cb then
+        cb(res)
+      end
+    end)
+  end)
+end
+
+function M.pick_model()
+  M.ensure(function()
+    local models = (S.info and S.info.models) or {}
+    if #models == 0 then
+      notify('the server offers no models; add [models.*] to your tandem config.', vim.log.levels.WARN)
+      return
+    end
+    vim.ui.select(models, {
+      prompt = 'tandem model (now ' .. S.session.model .. ')',
+      format_item = function(m)
+        local cur = m.id == S.session.model and '● ' or '  '
+        local extra = {}
+        if m.name then
+          table.insert(extra, m.name)
+        end
+        if m.provider then
+          table.insert(extra, m.provider)
+        end
+        if m.vision then
+          table.insert(extra, 'vision')
+        end
+        return cur .. m.id .. (#extra > 0 and ('  (' .. table.concat(extra, ', ') .. ')') or '')
+      end,
+    }, function(choice)
+      if choice then
+        M.switch_model(choice.id)
+      end
+    end)
+  end)
+end
+
+M.MODES = {
+  { id = 'ask', desc = 'ask before every edit and command' },
+  { id = 'autoEdit', desc = 'edit files without asking, ask for commands' },
+  { id = 'plan', desc = 'read and plan only; propose a plan for approval' },
+  { id = 'fullAuto', desc = 'run everything without asking' },
+}
+
+function M.set_mode(mode, cb)
+  M.ensure(function()
+    S.client:request('setMode', { sessionId = S.session.sessionId, mode = mode }, function(err)
+      if err then
+        notify(('could not set mode %s: %s'):format(mode, rpc.format_error(err)), vim.log.levels.ERROR)
+        return
+      end
+      S.session.mode = mode
+      ui().line('· mode: ' .. mode, 'Comment')
+      if cb then
+        cb()
+      end
+    end)
+  end)
+end
+
+function M.pick_mode()
+  M.ensure(function()
+    vim.ui.select(M.MODES, {
+      prompt = 'tandem mode (now ' .. S.session.mode .. ')',
+      format_item = function(m)
+        return (m.id == S.session.mode and '● ' or '  ') .. m.id .. ' — ' .. m.desc
+      end,
+    }, function(choice)
+      if choice then
+        M.set_mode(choice.id)
+      end
+    end)
+  end)
+end
+
+function M.sessions()
+  M.ensure(function()
+    local caps = (S.info and S.info.capabilities) or {}
+    if not caps.sessionStore then
+      notify('this tandem server has no session store yet (capabilities.sessionStore is false), so past sessions '
+        .. 'cannot be listed or resumed. A tandem build with the SQLite store enables :Tandem sessions.', vim.log.levels.WARN)
+      return
+    end
+    S.client:request('session/list', { cwd = config.cwd() }, function(err, res)
+      if err then
+        notify('could not list sessions: ' .. rpc.format_error(err), vim.log.levels.ERROR)
+        return
+      end
+      local list = res.sessions or {}
+      if #list == 0 then
+        notify('no stored sessions for ' .. config.cwd() .. '.')
+        return
+      end
+      vim.ui.select(list, {
+        prompt = 'resume tandem session',
+        format_item = function(s)
+          -- updatedAt is milliseconds since the epoch.
+          local when = type(s.updatedAt) == 'number' and os.date('%Y-%m-%d %H:%M', math.floor(s.updatedAt / 1000))
+            or tostring(s.updatedAt or '')
+          return ('%s  %s  %s  %s'):format(when, s.model or '', s.title or '(untitled)', s.sessionId)
+        end,
+      }, function(choice)
+        if choice then
+          M.load_session(choice.sessionId)
+        end
+      end)
+    end)
+  end)
+end
+
+function M.load_session(id)
+  S.client:request('session/load', { sessionId = id }, function(err, res)
+    if err then
+      notify('could not resume the session: ' .. rpc.format_error(err), vim.log.levels.ERROR)
+      return
+    end
+    S.session = { sessionId = res.sessionId, model = res.model, mode = res.mode, cwd = res.cwd }
+    S.running = res.state == 'running'
+    approval().clear()
+    ui().load_history(res)
+    for _, p in ipairs(res.pending or {}) do
+      if p.type == 'questionAsked' then
+        approval().question(p)
+      else
+        approval().request(p)
+      end
+    end
+  end)
+end
+
+function M.retry()
+  M.ensure(function()
+    S.client:request('retry', { sessionId = S.session.sessionId }, function(err)
+      if err then
+        notify('nothing to retry: ' .. rpc.format_error(err) .. '. Retry works after a turn ended in a provider error.', vim.log.levels.WARN)
+      end
+    end)
+  end)
+end
+
+function M.new_session()
+  M.ensure(function()
+    local gen = S.gen
+    approval().clear()
+    start_session(gen, function()
+      S.running = false
+      ui().line(('· new session %s · model %s'):format(S.session.sessionId, S.session.model), 'Comment')
+    end)
+  end)
+end
+
+--- Answer an approval; decision is once, alwaysTool, alwaysCommand or deny.
+function M.approve(request_id, decision, message, edited_content, cb)
+  if not ready() then
+    notify('the server is not running, so the approval cannot be sent; :Tandem restart.', vim.log.levels.ERROR)
+    return
+  end
+  S.client:request('approve', {
+    sessionId = S.session.sessionId,
+    requestId = request_id,
+    decision = decision,
+    message = message,
+    editedContent = edited_content,
+  }, function(err)
+    if err then
+      if rpc.error_kind(err) == 'staleApproval' then
+        notify('that approval is no longer pending (the turn was stopped or it was already answered).', vim.log.levels.WARN)
+      else
+        notify('approve failed: ' .. rpc.format_error(err), vim.log.levels.ERROR)
+      end
+    end
+    if cb then
+      cb(err)
+    end
+  end)
+end
+
+function M.answer(request_id, answer)
+  if not ready() then
+    notify('the server is not running, so the answer cannot be sent; :Tandem restart.', vim.log.levels.ERROR)
+    return
+  end
+  S.client:request('answer', { sessionId = S.session.sessionId, requestId = request_id, answer = answer }, function(err)
+    if err then
+      notify('answer failed: ' .. rpc.format_error(err), vim.log.levels.ERROR)
+    end
+  end)
+end
+
+--- A short status string for statuslines.
+function M.status()
+  if not S.session then
+    return S.client and 'tandem: starting' or ''
+  end
+  return ('tandem: %s · %s%s'):format(S.session.model, S.session.mode, S.running and ' · running' or '')
+end
+
+M.subcommands = {
+  'chat', 'prompt', 'stop', 'steer', 'model', 'mode', 'sessions', 'approvals', 'retry', 'new', 'restart', 'status',
+}
+
+--- Entry point of :Tandem (see plugin/tandem.lua).
+function M.command(opts)
+  local sub = opts.fargs[1] or 'chat'
+  local rest = table.concat(vim.list_slice(opts.fargs, 2), ' ')
+  if sub == 'chat' then
+    ui().open({ focus = true })
+  elseif sub == 'prompt' then
+    local context
+    if opts.range and opts.range > 0 then
+      context = M.context_from_range(0, opts.line1, opts.line2)
+    end
+    M.prompt(rest, context)
+  elseif sub == 'stop' then
+    M.stop()
+  elseif sub == 'steer' then
+    M.steer(rest)
+  elseif sub == 'model' then
+    if rest ~= '' then
+      M.switch_model(rest)
+    else
+      M.pick_model()
+    end
+  elseif sub == 'mode' then
+    if rest ~= '' then
+      M.set_mode(rest)
+    else
+      M.pick_mode()
+    end
+  elseif sub == 'sessions' then
+    M.sessions()
+  elseif sub == 'approvals' then
+    approval().show()
+  elseif sub == 'retry' then
+    M.retry()
+  elseif sub == 'new' then
+    M.new_session()
+  elseif sub == 'restart' then
+    M.restart()
+  elseif sub == 'status' then
+    notify(M.status() ~= '' and M.status() or 'not started (it starts on the first :Tandem prompt)')
+  else
+    notify(('unknown subcommand %q; try one of: %s'):format(sub, table.concat(M.subcommands, ', ')), vim.log.levels.ERROR)
+  end
+end
+
+function M.complete(arglead, cmdline)
+  local words = vim.split(cmdline, '%s+', { trimempty = false })
+  if #words <= 2 then
+    return vim.tbl_filter(function(s)
+      return s:find(arglead, 1, true) == 1
+    end, M.subcommands)
+  end
+  if words[2] == 'mode' then
+    return vim.tbl_map(function(m)
+      return m.id
+    end, M.MODES)
+  end
+  if words[2] == 'model' and S.info then
+    return vim.tbl_map(function(m)
+      return m.id
+    end, S.info.models or {})
+  end
+  return {}
+end
+
+vim.api.nvim_create_autocmd('VimLeavePre', {
+  group = vim.api.nvim_create_augroup('tandem.lifecycle', { clear = true }),
+  callback = function()
+    M.shutdown()
+  end,
+})
+
+return M

@@ -1,0 +1,637 @@
+-- tandem.ui: the chat buffer — streamed assistant text, folded reasoning, tool calls with live status and shell output, notices, usage.
+--
+-- The buffer is written only by this module. Positions that must survive later inserts (a tool
+-- call's header and last line, reasoning ranges) are extmarks, because shell output for an
+-- earlier tool call can arrive after later blocks were written.
+local config = require('tandem.config')
+
+local M = {}
+
+local ns = vim.api.nvim_create_namespace('tandem.chat')
+M.ns = ns
+
+local buf = nil -- the chat buffer
+local stream = nil -- { kind = 'assistant'|'reasoning', start_mark, end_mark, text }
+local tools = {} -- toolCallId -> { header, tail, name, title, kind, status, out_open }
+local reasoning = {} -- list of { start_mark, end_mark }
+local fold_cache = { tick = -1, levels = {} }
+-- Row of the empty line a text stream leaves after a final newline; the next block reuses it so
+-- streamed text is not followed by a stray blank line.
+local blank_row = nil
+
+local STATUS_ICON = {
+  pending = '○',
+  running = '◐',
+  completed = '✔',
+  failed = '✘',
+  denied = '⊘',
+  interrupted = '■',
+}
+local STATUS_HL = {
+  pending = 'Comment',
+  running = 'DiagnosticInfo',
+  completed = 'DiagnosticOk',
+  failed = 'DiagnosticError',
+  denied = 'DiagnosticWarn',
+  interrupted = 'DiagnosticWarn',
+}
+
+local function valid()
+  return buf ~= nil and vim.api.nvim_buf_is_valid(buf)
+end
+
+--- The chat buffer, created on first use (hidden until opened).
+function M.buffer()
+  if valid() then
+    return buf
+  end
+  buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_name(buf, 'tandem://chat')
+  vim.bo[buf].buftype = 'nofile'
+  vim.bo[buf].bufhidden = 'hide'
+  vim.bo[buf].swapfile = false
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].filetype = 'tandem_chat'
+  stream, tools, reasoning = nil, {}, {}
+  M.apply_buffer_keymaps(buf)
+  return buf
+end
+
+local function with_modifiable(fn)
+  local b = M.buffer()
+  vim.bo[b].modifiable = true
+  local ok, err = pcall(fn, b)
+  vim.bo[b].modifiable = false
+  if not ok then
+    error(err)
+  end
+end
+
+local function line_count()
+  return vim.api.nvim_buf_line_count(M.buffer())
+end
+
+local function is_empty()
+  local b = M.buffer()
+  return vim.api.nvim_buf_line_count(b) == 1 and vim.api.nvim_buf_get_lines(b, 0, 1, false)[1] == ''
+end
+
+local function mark_row(id)
+  local pos = vim.api.nvim_buf_get_extmark_by_id(M.buffer(), ns, id, {})
+  return pos[1]
+end
+
+local function set_mark(row, id, opts)
+  opts = opts or {}
+  opts.id = id
+  return vim.api.nvim_buf_set_extmark(M.buffer(), ns, row, 0, opts)
+end
+
+--- Keep chat windows scrolled to the end. The window the user is in follows only while its
+--- cursor was on the last line before this write, so scrolling up to read is not undone.
+local function follow(prev_count)
+  local b = M.buffer()
+  local last = line_count()
+  local cur = vim.api.nvim_get_current_win()
+  for _, win in ipairs(vim.fn.win_findbuf(b)) do
+    if win ~= cur or vim.api.nvim_win_get_cursor(win)[1] >= (prev_count or last) then
+      pcall(vim.api.nvim_win_set_cursor, win, { last, 0 })
+    end
+  end
+end
+
+--- Append lines at the end; returns the 0-based row of the first one. Ends any text stream.
+local function append(lines, hl)
+  stream = nil
+  local first
+  local prev = line_count()
+  local reuse = blank_row ~= nil and blank_row == prev - 1
+  blank_row = nil
+  with_modifiable(function(b)
+    if reuse and vim.api.nvim_buf_get_lines(b, prev - 1, prev, false)[1] == '' then
+      vim.api.nvim_buf_set_lines(b, prev - 1, prev, false, lines)
+      first = prev - 1
+    elseif is_empty() then
+      vim.api.nvim_buf_set_lines(b, 0, 1, false, lines)
+      first = 0
+    else
+      first = vim.api.nvim_buf_line_count(b)
+      vim.api.nvim_buf_set_lines(b, -1, -1, false, lines)
+    end
+    if hl then
+      for i = 0, #lines - 1 do
+        vim.api.nvim_buf_set_extmark(b, ns, first + i, 0, { line_hl_group = hl })
+      end
+    end
+  end)
+  follow(prev)
+  return first
+end
+
+local function split_lines(text)
+  return vim.split(text or '', '\n', { plain = true })
+end
+
+--- Public: one informational line (used by init for session/restart notes).
+function M.line(text, hl)
+  append(split_lines(text), hl)
+end
+
+--- Stream text into the block of `kind`, starting a new block when the kind changes.
+local function stream_text(kind, text)
+  if text == nil or text == '' then
+    return
+  end
+  local b = M.buffer()
+  if not stream or stream.kind ~= kind then
+    if kind == 'reasoning' then
+      local row = append({ '▸ reasoning', '' }, 'Comment')
+      local start_mark = set_mark(row)
+      local end_mark = set_mark(row + 1)
+      table.insert(reasoning, { start_mark = start_mark, end_mark = end_mark })
+      -- One extmark spans the whole block and is stretched as text streams in.
+      local hl_mark = vim.api.nvim_buf_set_extmark(b, ns, row + 1, 0, { hl_group = 'Comment', hl_eol = true, end_row = row + 1 })
+      stream = { kind = kind, start_mark = start_mark, end_mark = end_mark, hl_mark = hl_mark, hl_row = row + 1, text = '' }
+    else
+      local row = append({ '' })
+      stream = { kind = kind, start_mark = set_mark(row), text = '' }
+    end
+  end
+  stream.text = stream.text .. text
+  local last = vim.api.nvim_buf_line_count(b) - 1
+  -- Only assistant text: a reasoning block's last row carries its fold's end mark.
+  blank_row = (kind == 'assistant' and text:sub(-1) == '\n') and (last + select(2, text:gsub('\n', ''))) or nil
+  with_modifiable(function()
+    local cur = vim.api.nvim_buf_get_lines(b, last, last + 1, false)[1] or ''
+    local parts = split_lines(text)
+    parts[1] = cur .. parts[1]
+    vim.api.nvim_buf_set_lines(b, last, last + 1, false, parts)
+    local new_last = vim.api.nvim_buf_line_count(b) - 1
+    if kind == 'reasoning' then
+      local last_line = vim.api.nvim_buf_get_lines(b, new_last, new_last + 1, false)[1] or ''
+      vim.api.nvim_buf_set_extmark(b, ns, stream.hl_row, 0, {
+        id = stream.hl_mark, hl_group = 'Comment', hl_eol = true, end_row = new_last, end_col = #last_line,
+      })
+      set_mark(new_last, stream.end_mark)
+    end
+  end)
+  follow(last + 1)
+end
+
+--- Insert lines right after the block of a tool call (it may no longer be the last block).
+local function tool_append(tc, lines, hl)
+  local b = M.buffer()
+  local tail = mark_row(tc.tail)
+  with_modifiable(function()
+    vim.api.nvim_buf_set_lines(b, tail + 1, tail + 1, false, lines)
+    for i = 1, #lines do
+      if hl then
+        vim.api.nvim_buf_set_extmark(b, ns, tail + i, 0, { line_hl_group = hl })
+      end
+    end
+    set_mark(tail + #lines, tc.tail)
+  end)
+  follow(line_count() - #lines)
+end
+
+--- Streamed shell output: chunks need not end at a newline, so continue the open line.
+local function tool_output(tc, chunk)
+  local b = M.buffer()
+  local parts = split_lines(chunk)
+  local ends_open = parts[#parts] ~= ''
+  if not ends_open then
+    table.remove(parts)
+  end
+  if #parts == 0 then
+    tc.out_open = false
+    return
+  end
+  if tc.out_open then
+    local tail = mark_row(tc.tail)
+    with_modifiable(function()
+      local cur = vim.api.nvim_buf_get_lines(b, tail, tail + 1, false)[1] or ''
+      vim.api.nvim_buf_set_lines(b, tail, tail + 1, false, { cur .. parts[1] })
+      set_mark(tail, tc.tail)
+    end)
+    table.remove(parts, 1)
+  end
+  if #parts > 0 then
+    local out = vim.tbl_map(function(p)
+      return '  │ ' .. p
+    end, parts)
+    tool_append(tc, out, 'String')
+  end
+  tc.out_open = ends_open
+end
+
+local function tool_header(tc)
+  return ('%s %s  %s  [%s]'):format(STATUS_ICON[tc.status] or '•', tc.name, tc.title or '', tc.status)
+end
+
+local function set_tool_status(tc, status)
+  tc.status = status
+  local b = M.buffer()
+  local row = mark_row(tc.header)
+  with_modifiable(function()
+    vim.api.nvim_buf_set_lines(b, row, row + 1, false, { tool_header(tc) })
+    set_mark(row, tc.header, { line_hl_group = STATUS_HL[status] or 'Normal' })
+    if mark_row(tc.tail) < row then
+      set_mark(row, tc.tail)
+    end
+  end)
+end
+
+local function result_preview(text)
+  local lines = split_lines(text)
+  local out = {}
+  for i = 1, math.min(#lines, 6) do
+    table.insert(out, '  → ' .. lines[i])
+  end
+  if #lines > 6 then
+    table.insert(out, ('  → … %d more lines'):format(#lines - 6))
+  end
+  return out
+end
+
+local RENDER = {}
+
+function RENDER.turnStarted(ev)
+  append({ '', '━━ tandem · ' .. (ev.model or '?') .. ' ━━' }, 'Title')
+end
+
+local delta_seen = false -- assistant text of the current message was streamed
+
+function RENDER.assistantDelta(ev)
+  delta_seen = true
+  stream_text('assistant', ev.text)
+end
+
+function RENDER.reasoningDelta(ev)
+  stream_text('reasoning', ev.text)
+end
+
+function RENDER.assistantMessage(ev)
+  -- Deltas already showed the text; a server that does not stream sends it only here.
+  if not delta_seen and ev.text and ev.text ~= '' then
+    append(split_lines(ev.text))
+  end
+  delta_seen = false
+  stream = nil
+end
+
+function RENDER.toolCall(ev)
+  local tc = {
+    name = ev.name,
+    title = ev.title,
+    kind = ev.kind,
+    status = 'pending',
+    out_open = false,
+  }
+  local row = append({ tool_header(tc) })
+  tc.header = set_mark(row, nil, { line_hl_group = STATUS_HL.pending })
+  tc.tail = set_mark(row)
+  tools[ev.toolCallId] = tc
+end
+
+local function ensure_tool(ev)
+  local tc = tools[ev.toolCallId]
+  if not tc then
+    -- An update for a call we never saw (for example after resuming): give it a block.
+    RENDER.toolCall({ toolCallId = ev.toolCallId, name = ev.name or 'tool', title = ev.title or ev.toolCallId })
+    tc = tools[ev.toolCallId]
+  end
+  return tc
+end
+
+function RENDER.approvalRequested(ev)
+  local tc = ensure_tool(ev)
+  tc.request_id = ev.requestId
+  local lines = { '  ? waiting for your approval (:Tandem approvals shows it again)' }
+  if ev.command then
+    table.insert(lines, '  $ ' .. ev.command .. (ev.cwd and ('   (in ' .. ev.cwd .. ')') or ''))
+  end
+  local first = mark_row(tc.tail) + 1
+  tool_append(tc, lines, nil)
+  -- The waiting line is replaced by the decision once the approval resolves.
+  tc.wait_mark = set_mark(first, nil, { line_hl_group = 'WarningMsg' })
+end
+
+local DECISION_TEXT = {
+  once = '✔ allowed once',
+  alwaysTool = '✔ allowed (always for this tool)',
+  alwaysCommand = '✔ allowed (always for this command)',
+  deny = '⊘ denied',
+}
+
+function RENDER.approvalResolved(ev)
+  local tc
+  for _, t in pairs(tools) do
+    if t.request_id == ev.requestId then
+      tc = t
+    end
+  end
+  local text = '  ' .. (DECISION_TEXT[ev.decision] or ev.decision)
+  local hl = ev.decision == 'deny' and 'DiagnosticWarn' or 'DiagnosticOk'
+  if tc and tc.wait_mark then
+    local row = mark_row(tc.wait_mark)
+    with_modifiable(function(b)
+      vim.api.nvim_buf_set_lines(b, row, row + 1, false, { text })
+      set_mark(row, tc.wait_mark, { line_hl_group = hl })
+    end)
+    tc.wait_mark = nil
+  elseif tc then
+    tool_append(tc, { text }, hl)
+  else
+    append({ text }, 'Comment')
+  end
+end
+
+function RENDER.questionAsked(ev)
+  local lines = { '? ' .. (ev.question or 'question') }
+  if ev.plan then
+    vim.list_extend(lines, vim.tbl_map(function(l)
+      return '  ' .. l
+    end, split_lines(ev.plan)))
+  end
+  if ev.choices then
+    table.insert(lines, '  choices: ' .. table.concat(ev.choices, ' | '))
+  end
+  append(lines, 'Question')
+end
+
+function RENDER.toolCallUpdate(ev)
+  local tc = ensure_tool(ev)
+  if ev.status and ev.status ~= tc.status then
+    set_tool_status(tc, ev.status)
+  end
+  if ev.output and ev.output ~= '' then
+    tool_output(tc, ev.output)
+  end
+  if ev.result and ev.result ~= '' and ev.status ~= 'running' then
+    tc.out_open = false
+    tool_append(tc, result_preview(ev.result), 'Comment')
+  end
+end
+
+function RENDER.steeringApplied(ev)
+  append({ '↪ steering applied: ' .. (ev.text or '') }, 'Special')
+end
+
+function RENDER.compacting()
+  append({ '· compacting the conversation…' }, 'Comment')
+end
+
+function RENDER.compacted(ev)
+  append({ '· compacted' .. (ev.summary and (': ' .. ev.summary:sub(1, 200)) or '') }, 'Comment')
+end
+
+function RENDER.modelSwitched(ev)
+  append({ ('⇄ model %s → %s%s'):format(ev.from or '?', ev.to or '?', ev.warning and ('  (' .. ev.warning .. ')') or '') }, 'Special')
+end
+
+function RENDER.notice(ev)
+  local hl = ev.kind == 'error' and 'ErrorMsg' or 'WarningMsg'
+  append(vim.tbl_map(function(l)
+    return '! ' .. l
+  end, split_lines(('%s: %s'):format(ev.kind or 'notice', ev.text or ''))), hl)
+end
+
+function RENDER.usage(ev)
+  local cached = ev.cachedTokens and (' · cached ' .. ev.cachedTokens) or ''
+  append({ ('  usage · %s · in %d · out %d%s'):format(ev.model or '?', ev.inputTokens or 0, ev.outputTokens or 0, cached) }, 'NonText')
+end
+
+function RENDER.turnEnded(ev)
+  local lines = { '── turn ended: ' .. (ev.reason or '?') .. ' ──' }
+  if ev.error then
+    table.insert(lines, '! ' .. (ev.error.message or 'error') .. (ev.error.retriable and '  (:Tandem retry)' or ''))
+  end
+  append(lines, ev.reason == 'completed' and 'Comment' or 'WarningMsg')
+end
+
+--- Render one session/event.
+function M.render(ev)
+  local fn = RENDER[ev.type]
+  if fn then
+    fn(ev)
+  end
+end
+
+function M.user_prompt(text, context)
+  local lines = { '', '━━ You ━━' }
+  vim.list_extend(lines, split_lines(text))
+  if context then
+    local first = split_lines(context)[1]
+    table.insert(lines, '  + ' .. first)
+  end
+  append(lines, nil)
+  local b = M.buffer()
+  local row = line_count() - #lines + 1
+  vim.api.nvim_buf_set_extmark(b, ns, row, 0, { line_hl_group = 'Title' })
+end
+
+--- Show a resumed session's history (messages from session/load).
+function M.load_history(res)
+  M.clear()
+  M.line(('· resumed session %s · model %s · mode %s'):format(res.sessionId, res.model or '?', res.mode or '?'), 'Comment')
+  for _, m in ipairs(res.messages or {}) do
+    local content = m.content
+    if type(content) == 'table' then
+      local parts = {}
+      for _, p in ipairs(content) do
+        if type(p) == 'table' and p.text then
+          table.insert(parts, p.text)
+        end
+      end
+      content = table.concat(parts, '\n')
+    end
+    if m.role == 'user' then
+      M.user_prompt(content or '')
+    elseif m.role == 'assistant' then
+      if m.reasoning and m.reasoning ~= '' then
+        stream_text('reasoning', m.reasoning)
+      end
+      if content and content ~= '' then
+        append(split_lines(content))
+      end
+      for _, call in ipairs(m.toolCalls or m.tool_calls or {}) do
+        RENDER.toolCall({ toolCallId = call.id, name = call.name, title = call.title or call.name })
+      end
+    elseif m.role == 'tool' then
+      local tc = tools[m.toolCallId or m.tool_call_id or '']
+      if tc then
+        set_tool_status(tc, m.status or 'completed')
+        tool_append(tc, result_preview(content or ''), 'Comment')
+      end
+    elseif m.role == 'notice' then
+      RENDER.notice({ kind = m.kind, text = content })
+    end
+  end
+end
+
+function M.clear()
+  with_modifiable(function(b)
+    vim.api.nvim_buf_clear_namespace(b, ns, 0, -1)
+    vim.api.nvim_buf_set_lines(b, 0, -1, false, { '' })
+  end)
+  stream, tools, reasoning, blank_row = nil, {}, {}, nil
+end
+
+-- Folding: reasoning blocks are closed folds (foldlevel 0), computed from their extmarks.
+local function fold_levels()
+  local b = M.buffer()
+  local tick = vim.api.nvim_buf_get_changedtick(b)
+  if fold_cache.tick == tick and fold_cache.buf == b then
+    return fold_cache.levels
+  end
+  local levels = {}
+  for _, r in ipairs(reasoning) do
+    local s, e = mark_row(r.start_mark), mark_row(r.end_mark)
+    if s and e and e >= s then
+      levels[s + 1] = '>1'
+      for l = s + 2, e + 1 do
+        levels[l] = '1'
+      end
+    end
+  end
+  fold_cache = { tick = tick, buf = b, levels = levels }
+  return levels
+end
+
+function M.foldexpr(lnum)
+  return fold_levels()[lnum or vim.v.lnum] or '0'
+end
+
+function M.foldtext()
+  local n = vim.v.foldend - vim.v.foldstart + 1
+  return ('▸ reasoning (%d lines, zo opens)'):format(n - 1)
+end
+
+local function setup_window(win)
+  vim.wo[win].wrap = true
+  vim.wo[win].linebreak = true
+  vim.wo[win].number = false
+  vim.wo[win].relativenumber = false
+  vim.wo[win].signcolumn = 'no'
+  if config.options.chat.fold_reasoning ~= false then
+    vim.wo[win].foldmethod = 'expr'
+    vim.wo[win].foldexpr = "v:lua.require'tandem.ui'.foldexpr(v:lnum)"
+    vim.wo[win].foldtext = "v:lua.require'tandem.ui'.foldtext()"
+    vim.wo[win].foldlevel = 0
+    vim.wo[win].foldenable = true
+  end
+end
+
+--- The window showing the chat in the current tab, if any.
+function M.window()
+  if not valid() then
+    return nil
+  end
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    if vim.api.nvim_win_get_buf(win) == buf then
+      return win
+    end
+  end
+end
+
+--- Open the chat (split, vsplit or float per config); focus = false keeps the cursor where it is.
+function M.open(opts)
+  opts = opts or {}
+  local b = M.buffer()
+  local win = M.window()
+  if win then
+    if opts.focus then
+      vim.api.nvim_set_current_win(win)
+    end
+    return win
+  end
+  local c = config.options.chat
+  local prev = vim.api.nvim_get_current_win()
+  if c.layout == 'float' then
+    local w = c.float.width < 1 and math.floor(vim.o.columns * c.float.width) or c.float.width
+    local h = c.float.height < 1 and math.floor(vim.o.lines * c.float.height) or c.float.height
+    win = vim.api.nvim_open_win(b, opts.focus ~= false, {
+      relative = 'editor',
+      width = w,
+      height = h,
+      row = math.floor((vim.o.lines - h) / 2),
+      col = math.floor((vim.o.columns - w) / 2),
+      border = c.float.border,
+      title = ' tandem ',
+      title_pos = 'center',
+    })
+  else
+    local vertical = c.layout ~= 'split'
+    win = vim.api.nvim_open_win(b, opts.focus ~= false, {
+      split = vertical and 'right' or 'below',
+      win = -1,
+      width = vertical and c.size or nil,
+      height = (not vertical) and math.min(c.size, math.floor(vim.o.lines / 2)) or nil,
+    })
+  end
+  setup_window(win)
+  pcall(vim.api.nvim_win_set_cursor, win, { line_count(), 0 })
+  if opts.focus == false and vim.api.nvim_win_is_valid(prev) then
+    vim.api.nvim_set_current_win(prev)
+  end
+  return win
+end
+
+function M.close()
+  local win = M.window()
+  if win and #vim.api.nvim_list_wins() > 1 then
+    vim.api.nvim_win_close(win, false)
+  end
+end
+
+function M.toggle()
+  if M.window() then
+    M.close()
+  else
+    M.open({ focus = true })
+  end
+end
+
+--- Plain text of the chat buffer (tests and :Tandem status use it).
+function M.text()
+  if not valid() then
+    return ''
+  end
+  return table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '\n')
+end
+
+function M.apply_buffer_keymaps(b)
+  local keys = config.options.keymaps.chat or {}
+  local tandem = function()
+    return require('tandem')
+  end
+  local map = {
+    prompt = function()
+      tandem().prompt()
+    end,
+    steer = function()
+      tandem().steer()
+    end,
+    stop = function()
+      tandem().stop()
+    end,
+    model = function()
+      tandem().pick_model()
+    end,
+    mode = function()
+      tandem().pick_mode()
+    end,
+    approvals = function()
+      require('tandem.approval').show()
+    end,
+    close = M.close,
+  }
+  for action, fn in pairs(map) do
+    local lhs = keys[action]
+    if lhs then
+      vim.keymap.set('n', lhs, fn, { buffer = b, nowait = true, desc = 'tandem: ' .. action })
+    end
+  end
+end
+
+return M
