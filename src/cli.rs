@@ -86,6 +86,8 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
             workspace,
             model: model.clone(),
             mode: options.mode,
+            // A one-shot terminal run is not persisted; `tandem serve` sessions are.
+            store: None,
         },
     );
     let color = std::io::stdout().is_terminal();

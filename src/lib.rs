@@ -13,5 +13,6 @@ pub mod protocol;
 pub mod providers;
 pub mod server;
 pub mod session;
+pub mod store;
 pub mod tools;
 pub mod workspace;

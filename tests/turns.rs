@@ -585,7 +585,11 @@ async fn provider_error_ends_the_turn_and_keeps_partial_text() {
     let ws = workspace();
     let mock = MockLlm::start().await;
     mock.push(Script::new().role().text("Half an ans").disconnect());
-    let t = Tandem::start(&mock).await;
+    // One attempt only: retries have their own tests in resilience.rs.
+    let t = Tandem::start_with(
+        TandemOptions::with_mock(&mock).config(config_with(&mock, "provider_max_attempts = 1")),
+    )
+    .await;
     let sid = t.new_session(ws.path()).await;
     t.prompt(&sid, "hi").await;
     let ended = t.wait_turn_ended(&sid).await;

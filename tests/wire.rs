@@ -37,6 +37,11 @@ async fn malformed_frames_get_errors_and_the_server_keeps_serving() {
         ),
         (
             b"{\"jsonrpc\":\"2.0\",\"id\":\"e\",\"method\":\"setMode\",\"params\":{\"sessionId\":\"s\",\"mode\":\"yolo\"}}\n",
+            -32000,
+            "invalidMode",
+        ),
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"f\",\"method\":\"stop\",\"params\":[\"s\"]}\n",
             -32602,
             "invalidParams",
         ),

@@ -124,10 +124,40 @@ struct Turn {
     /// Request-only user messages (continuation prompts), with the history length at which
     /// each was inserted.
     ephemeral: Vec<(usize, String)>,
+    /// For a restored session: the open calls to finish before the next model request.
+    resume_calls: Option<Vec<ToolCallRecord>>,
+    /// Requests and decisions recorded before a crash, by tool call id.
+    recorded: HashMap<String, crate::store::PendingRecord>,
 }
 
 /// Run one turn to its end. The user message is already in history (the actor put it there).
 pub async fn run_turn(session: Arc<SessionShared>, turn_id: String, cancel: CancellationToken) {
+    drive(session, turn_id, cancel, None, HashMap::new()).await;
+}
+
+/// Continue a restored session's crashed turn: finish its open tool calls, then go on.
+pub async fn resume_turn(
+    session: Arc<SessionShared>,
+    resume: crate::session::Resume,
+    cancel: CancellationToken,
+) {
+    drive(
+        session,
+        resume.turn_id,
+        cancel,
+        Some(resume.calls),
+        resume.recorded,
+    )
+    .await;
+}
+
+async fn drive(
+    session: Arc<SessionShared>,
+    turn_id: String,
+    cancel: CancellationToken,
+    resume_calls: Option<Vec<ToolCallRecord>>,
+    recorded: HashMap<String, crate::store::PendingRecord>,
+) {
     let model = lock(&session.state).model.clone();
     session.emit(Some(&turn_id), Event::TurnStarted { model });
     let mut turn = Turn {
@@ -143,6 +173,8 @@ pub async fn run_turn(session: Arc<SessionShared>, turn_id: String, cancel: Canc
         batches_since_compaction: 0,
         rapid_refills: 0,
         ephemeral: Vec::new(),
+        resume_calls,
+        recorded,
     };
     let outcome = turn.run().await;
     turn.end(outcome);
@@ -157,6 +189,14 @@ impl Turn {
         let system = self.system_prompt().await;
         let max_iterations = self.session.engine.config.max_iterations;
         let mut iteration: u32 = 0;
+        if let Some(calls) = self.resume_calls.take() {
+            let mode = lock(&self.session.state).mode;
+            if !self.run_tools(&calls, HashMap::new(), mode).await {
+                return Outcome::Interrupted;
+            }
+            self.batches_since_compaction += 1;
+            self.apply_steering();
+        }
         loop {
             if self.cancel.is_cancelled() {
                 return Outcome::Interrupted;
@@ -831,6 +871,12 @@ impl Turn {
             reasoning: (!reasoning.is_empty()).then_some(reasoning),
         });
         if let Some(u) = usage {
+            self.session.persist_usage(
+                &u.model,
+                u.input_tokens,
+                u.output_tokens,
+                u.cached_tokens.unwrap_or(0),
+            );
             self.emit(Event::Usage {
                 model: u.model,
                 input_tokens: u.input_tokens,
@@ -873,8 +919,17 @@ impl Turn {
         });
     }
 
-    fn interrupt_rest(&self, calls: &[ToolCallRecord]) {
+    fn interrupt_rest(&mut self, calls: &[ToolCallRecord]) {
         for call in calls {
+            // A call the stop reached before authorization still gets its card first.
+            if !self.announced.contains(&call.id) {
+                let arguments = serde_json::from_str(arguments_or_empty(&call.arguments))
+                    .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+                match parse_args(&call.name, &arguments) {
+                    Ok(args) => self.announce(&call.id, &call.name, &arguments, &args),
+                    Err(_) => self.announce_unparsed(call, &arguments),
+                }
+            }
             self.commit_result(
                 call,
                 ResultStatus::Interrupted,
@@ -1094,68 +1149,71 @@ impl Turn {
                             .to_owned(),
                     });
                 }
-                let (request_id, receiver) = self.register_pending(PendingKind::Approval, &call.id);
                 let command = args.command().map(str::to_owned);
-                let mut options = vec![
-                    ApprovalOption {
-                        decision: Decision::Once,
-                        label: "Allow once".to_owned(),
-                        command_prefix: None,
-                    },
-                    ApprovalOption {
-                        decision: Decision::AlwaysTool,
-                        label: format!("Always allow {}", call.name),
-                        command_prefix: None,
-                    },
-                ];
-                if let Some(command) = &command {
-                    let prefix = suggested_prefix(command);
-                    if !prefix.is_empty() {
-                        options.push(ApprovalOption {
-                            decision: Decision::AlwaysCommand,
-                            label: format!("Always allow commands starting with `{prefix}`"),
-                            command_prefix: Some(prefix),
+                // A decision recorded before a crash is not asked again (invariant 8).
+                let recorded = self.recorded.remove(&call.id);
+                let earlier = recorded
+                    .as_ref()
+                    .filter(|r| r.kind == "approval")
+                    .and_then(|r| r.decision.as_deref())
+                    .and_then(parse_recorded_approval);
+                let (decision, message, edited_content) = match earlier {
+                    Some(decided) => decided,
+                    None => {
+                        let request_id = recorded
+                            .map(|r| r.request_id)
+                            .unwrap_or_else(|| super::history::new_id("r"));
+                        let event = Event::ApprovalRequested {
+                            request_id: request_id.clone(),
+                            tool_call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            kind: meta.kind,
+                            title: args.title(),
+                            reason,
+                            arguments: value.clone(),
+                            diff: plan.as_ref().map(|p| vec![diff_entry(&p.diff)]),
+                            cwd: command
+                                .as_ref()
+                                .map(|_| self.session.workspace.roots()[0].display().to_string()),
+                            command: command.clone(),
+                            options: approval_options(&call.name, command.as_deref()),
+                        };
+                        let receiver = self.register_pending(
+                            &request_id,
+                            PendingKind::Approval,
+                            &call.id,
+                            &event,
+                        );
+                        self.emit(event);
+                        let resolution = self.wait_pending(&request_id, receiver).await;
+                        let Some(Resolution::Approval {
+                            decision,
+                            message,
+                            edited_content,
+                        }) = resolution
+                        else {
+                            // Stopped while waiting: the approval is withdrawn.
+                            self.emit(Event::ApprovalResolved {
+                                request_id,
+                                decision: Decision::Deny,
+                            });
+                            return None;
+                        };
+                        self.session.persist_decision(
+                            &request_id,
+                            &serde_json::json!({
+                                "decision": decision,
+                                "message": message,
+                                "editedContent": edited_content,
+                            }),
+                        );
+                        self.emit(Event::ApprovalResolved {
+                            request_id,
+                            decision,
                         });
+                        (decision, message, edited_content)
                     }
-                }
-                options.push(ApprovalOption {
-                    decision: Decision::Deny,
-                    label: "Deny".to_owned(),
-                    command_prefix: None,
-                });
-                self.emit(Event::ApprovalRequested {
-                    request_id: request_id.clone(),
-                    tool_call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    kind: meta.kind,
-                    title: args.title(),
-                    reason,
-                    arguments: value.clone(),
-                    diff: plan.as_ref().map(|p| vec![diff_entry(&p.diff)]),
-                    cwd: command
-                        .as_ref()
-                        .map(|_| self.session.workspace.roots()[0].display().to_string()),
-                    command: command.clone(),
-                    options,
-                });
-                let resolution = self.wait_pending(&request_id, receiver).await;
-                let Some(Resolution::Approval {
-                    decision,
-                    message,
-                    edited_content,
-                }) = resolution
-                else {
-                    // Stopped while waiting: the approval is withdrawn.
-                    self.emit(Event::ApprovalResolved {
-                        request_id,
-                        decision: Decision::Deny,
-                    });
-                    return None;
                 };
-                self.emit(Event::ApprovalResolved {
-                    request_id,
-                    decision,
-                });
                 match decision {
                     Decision::Deny => Some(Prepared::Done {
                         status: ResultStatus::Denied,
@@ -1172,12 +1230,14 @@ impl Turn {
                                     if !state.rules.tools.contains(&call.name) =>
                                 {
                                     state.rules.tools.push(call.name.clone());
+                                    self.session.persist_rule("tool", &call.name);
                                 }
                                 (Decision::AlwaysCommand, Some(command)) => {
                                     let prefix = suggested_prefix(command);
                                     if !prefix.is_empty()
                                         && !state.rules.command_prefixes.contains(&prefix)
                                     {
+                                        self.session.persist_rule("commandPrefix", &prefix);
                                         state.rules.command_prefixes.push(prefix);
                                     }
                                 }
@@ -1215,21 +1275,27 @@ impl Turn {
 
     fn register_pending(
         &self,
+        request_id: &str,
         kind: PendingKind,
         tool_call_id: &str,
-    ) -> (String, oneshot::Receiver<Resolution>) {
-        let request_id = super::history::new_id("r");
+        event: &Event,
+    ) -> oneshot::Receiver<Resolution> {
         let (sender, receiver) = oneshot::channel();
+        let payload = serde_json::to_value(event).unwrap_or(Value::Null);
+        // The inbox row is committed before the event that announces it.
+        self.session
+            .persist_pending(request_id, kind, tool_call_id, &self.turn_id, &payload);
         lock(&self.session.pending).insert(
-            request_id.clone(),
+            request_id.to_owned(),
             PendingRequest {
                 kind,
                 tool_call_id: tool_call_id.to_owned(),
                 turn_id: self.turn_id.clone(),
+                payload,
                 sender,
             },
         );
-        (request_id, receiver)
+        receiver
     }
 
     /// Wait for the user, or for a stop. On stop the pending entry is removed so a late answer
@@ -1288,6 +1354,7 @@ impl Turn {
                 };
                 // A write is not interrupted halfway: it is short and atomic, and a stop that
                 // arrives during it takes effect right after it is recorded.
+                self.session.before_side_effect(&call.id, &call.name).await;
                 let outcome = tokio::task::spawn_blocking(move || {
                     apply_edit(&workspace, &plan, edited.as_deref())
                 })
@@ -1303,6 +1370,7 @@ impl Turn {
                 };
                 let shown = (!outcome.is_error).then_some(&diff);
                 self.commit_result(call, status, outcome.output, shown);
+                self.session.after_side_effect(&call.id);
                 true
             }
             ToolArgs::Shell {
@@ -1321,6 +1389,7 @@ impl Turn {
                         self.session.engine.config.shell_kill_grace_ms,
                     ),
                 };
+                self.session.before_side_effect(&call.id, &call.name).await;
                 let session = self.session.clone();
                 let turn_id = self.turn_id.clone();
                 let tool_call_id = call.id.clone();
@@ -1338,7 +1407,7 @@ impl Turn {
                 })
                 .await;
                 let text = result.model_text(timeout);
-                match result.end {
+                let keep_going = match result.end {
                     shell::ShellEnd::Interrupted => {
                         self.commit_result(call, ResultStatus::Interrupted, text, None);
                         false
@@ -1352,7 +1421,9 @@ impl Turn {
                         self.commit_result(call, status, text, None);
                         true
                     }
-                }
+                };
+                self.session.after_side_effect(&call.id);
+                keep_going
             }
             ToolArgs::AskUser { question, choices } => {
                 self.ask(call, question, choices, None).await
@@ -1397,15 +1468,41 @@ impl Turn {
             return true;
         }
         let is_plan = plan.is_some();
-        let (request_id, receiver) = self.register_pending(PendingKind::Question, &call.id);
-        self.emit(Event::QuestionAsked {
-            request_id: request_id.clone(),
-            tool_call_id: call.id.clone(),
-            question,
-            choices,
-            plan,
-        });
-        match self.wait_pending(&request_id, receiver).await {
+        let recorded = self
+            .recorded
+            .remove(&call.id)
+            .filter(|r| r.kind == "question");
+        let earlier = recorded
+            .as_ref()
+            .and_then(|r| r.decision.as_deref())
+            .and_then(|d| serde_json::from_str::<Value>(d).ok())
+            .and_then(|v| v.get("answer").and_then(Value::as_str).map(str::to_owned));
+        let request_id = recorded
+            .map(|r| r.request_id)
+            .unwrap_or_else(|| super::history::new_id("r"));
+        let resolution = match earlier {
+            // Answered before a crash: not asked again.
+            Some(answer) => Some(Resolution::Answer(answer)),
+            None => {
+                let event = Event::QuestionAsked {
+                    request_id: request_id.clone(),
+                    tool_call_id: call.id.clone(),
+                    question,
+                    choices,
+                    plan,
+                };
+                let receiver =
+                    self.register_pending(&request_id, PendingKind::Question, &call.id, &event);
+                self.emit(event);
+                let resolution = self.wait_pending(&request_id, receiver).await;
+                if let Some(Resolution::Answer(answer)) = &resolution {
+                    self.session
+                        .persist_decision(&request_id, &serde_json::json!({ "answer": answer }));
+                }
+                resolution
+            }
+        };
+        match resolution {
             Some(Resolution::Answer(answer)) => {
                 let text = if is_plan {
                     format!("The user responded to the plan: {answer}")
@@ -1493,14 +1590,51 @@ impl Turn {
     }
 
     fn end(&mut self, outcome: Outcome) {
+        // Steering that never reached a safe point is kept as a user message, so nothing the
+        // user typed is lost; the next turn's model sees it. It goes before the turn's closing
+        // notice, so `retry` still finds a provider error at the tail.
+        let leftover: Vec<String> = {
+            let mut state = lock(&self.session.state);
+            state.accepting_steering = false;
+            state.steering.drain(..).collect()
+        };
+        for text in leftover {
+            self.session.commit(Message::user(
+                vec![Part::Text { text: text.clone() }],
+                Source::Steering,
+                Some(&self.turn_id),
+            ));
+            self.notice(
+                NoticeKind::Warning,
+                format!("the turn ended before this steering message could be applied; it is kept for the next turn: {text}"),
+            );
+        }
         let (reason, error) = match outcome {
             Outcome::Completed => (TurnEndReason::Completed, None),
             Outcome::Interrupted => {
-                self.notice(NoticeKind::Interrupted, "Interrupted by user".to_owned());
+                let text = if self.session.engine.client_can_answer() {
+                    "Interrupted by user"
+                } else {
+                    "Interrupted: the client disconnected or the server shut down"
+                };
+                self.notice(NoticeKind::Interrupted, text.to_owned());
                 (TurnEndReason::Interrupted, None)
             }
             Outcome::Error(error) => {
-                self.notice(NoticeKind::Error, error.message.clone());
+                let mut notice = Message::notice(
+                    NoticeKind::Error,
+                    error.message.clone(),
+                    Some(&self.turn_id),
+                );
+                notice.meta.display = Some(serde_json::json!({
+                    "reason": crate::session::PROVIDER_ERROR_REASON,
+                    "retriable": error.retriable,
+                }));
+                self.session.commit(notice);
+                self.emit(Event::Notice {
+                    kind: NoticeKind::Error,
+                    text: error.message.clone(),
+                });
                 (
                     TurnEndReason::Error,
                     Some(TurnError {
@@ -1534,26 +1668,9 @@ impl Turn {
                 )
             }
         };
-        // Steering that never reached a safe point is kept as a user message, so nothing the
-        // user typed is lost; the next turn's model sees it.
-        let leftover: Vec<String> = {
-            let mut state = lock(&self.session.state);
-            state.accepting_steering = false;
-            state.steering.drain(..).collect()
-        };
-        for text in leftover {
-            self.session.commit(Message::user(
-                vec![Part::Text { text: text.clone() }],
-                Source::Steering,
-                Some(&self.turn_id),
-            ));
-            self.emit(Event::Notice {
-                kind: NoticeKind::Warning,
-                text: format!("the turn ended before this steering message could be applied; it is kept for the next turn: {text}"),
-            });
-        }
         // Anything still pending belongs to this turn and can no longer be answered.
         lock(&self.session.pending).retain(|_, p| p.turn_id != self.turn_id);
+        self.session.withdraw_pending_rows(&self.turn_id);
         // The turn becomes inactive and announces its end under one lock, so a prompt admitted
         // right after cannot emit its `turnStarted` before this `turnEnded`.
         let mut state = lock(&self.session.state);
@@ -1661,6 +1778,45 @@ fn backoff_delay(
         delay = delay.max(after.min(Duration::from_millis(config.retry_after_cap_ms)));
     }
     delay
+}
+
+fn approval_options(tool: &str, command: Option<&str>) -> Vec<ApprovalOption> {
+    let mut options = vec![
+        ApprovalOption {
+            decision: Decision::Once,
+            label: "Allow once".to_owned(),
+            command_prefix: None,
+        },
+        ApprovalOption {
+            decision: Decision::AlwaysTool,
+            label: format!("Always allow {tool}"),
+            command_prefix: None,
+        },
+    ];
+    if let Some(command) = command {
+        let prefix = suggested_prefix(command);
+        if !prefix.is_empty() {
+            options.push(ApprovalOption {
+                decision: Decision::AlwaysCommand,
+                label: format!("Always allow commands starting with `{prefix}`"),
+                command_prefix: Some(prefix),
+            });
+        }
+    }
+    options.push(ApprovalOption {
+        decision: Decision::Deny,
+        label: "Deny".to_owned(),
+        command_prefix: None,
+    });
+    options
+}
+
+/// A decision stored by `persist_decision`.
+fn parse_recorded_approval(json: &str) -> Option<(Decision, Option<String>, Option<String>)> {
+    let value: Value = serde_json::from_str(json).ok()?;
+    let decision: Decision = serde_json::from_value(value.get("decision")?.clone()).ok()?;
+    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
+    Some((decision, text("message"), text("editedContent")))
 }
 
 #[cfg(test)]

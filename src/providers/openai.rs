@@ -228,7 +228,7 @@ fn http_error(
         401 | 403 => "; check the API key in the environment variable named by api_key_env",
         404 => "; check base_url and the model name",
         429 => "; the provider is rate limiting",
-        _ if code >= 500 => "; the provider failed, `retry` may succeed",
+        _ if code >= 500 => "; the provider failed",
         _ => "",
     };
     ProviderError {

@@ -97,8 +97,13 @@ pub fn next_step(request: &ProviderRequest) -> Vec<Chunk> {
             let entries = last_tool_result
                 .map(|r| r.lines().filter(|l| !l.trim().is_empty()).count())
                 .unwrap_or(0);
+            let seen = match entries {
+                0 => "The workspace is empty.".to_owned(),
+                1 => "I see 1 entry.".to_owned(),
+                n => format!("I see {n} entries."),
+            };
             chunks.extend(words(&format!(
-                "I see {entries} entries. Now I'll propose a small note in {DEMO_FILE}; \
+                "{seen} Now I'll propose a small note in {DEMO_FILE}; \
                  you review the diff and approve or deny it.\n"
             )));
             let content = format!(

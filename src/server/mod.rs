@@ -24,6 +24,7 @@ use crate::engine::history::Part;
 use crate::engine::EngineContext;
 use crate::protocol::{self as wire, method, ErrorKind, Event, Framing, RpcErrorObject};
 use crate::session::{self, EventSink, NewSession, Op, SessionError, SessionHandle};
+use crate::store::Store;
 use crate::workspace::Workspace;
 use framing::{Frame, FrameReader};
 use rpc::Incoming;
@@ -104,6 +105,16 @@ struct Server {
     sessions: HashMap<String, SessionEntry>,
     initialized: bool,
     framing: Framing,
+    store: StoreSlot,
+}
+
+/// The store opens on the blocking pool while the server already answers `initialize`, so a
+/// cold start does not wait for SQLite; the first method that needs it waits for it.
+enum StoreSlot {
+    None,
+    Opening(tokio::task::JoinHandle<Result<Store, crate::store::StoreError>>),
+    Ready(Store),
+    Failed(String),
 }
 
 struct SessionEntry {
@@ -121,18 +132,35 @@ fn params<T: DeserializeOwned>(value: Value) -> Result<T, RpcErrorObject> {
     })
 }
 
+/// A `mode` field that is present must name a mode; say which ones exist.
+fn check_mode(raw: &Value) -> Result<(), RpcErrorObject> {
+    match raw.get("mode") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(m)) if session::parse_mode(m).is_some() => Ok(()),
+        Some(other) => Err(RpcErrorObject::new(
+            ErrorKind::InvalidMode,
+            format!(
+                "unknown mode {other}; use one of \"ask\", \"autoEdit\", \"plan\", \"fullAuto\""
+            ),
+        )),
+    }
+}
+
 fn session_error(error: SessionError) -> RpcErrorObject {
     RpcErrorObject::new(error.kind(), error.to_string())
 }
 
 /// Run the server on stdin/stdout until `shutdown` or the end of stdin.
+///
+/// Sessions are stored in `data_dir/tandem.sqlite3` (default: the user's data directory).
 pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
-    let _ = data_dir; // The durable store (issue 3) will live here.
+    let path = crate::store::default_database_path(data_dir.as_deref());
+    let opening = tokio::task::spawn_blocking(move || Store::open(&path));
     let (tx, rx) = mpsc::unbounded_channel();
     let framing = Arc::new(AtomicU8::new(0));
     let writer = spawn_writer(rx, framing.clone());
     let out = Outbound { tx };
-    let result = run(config, tokio::io::stdin(), out, framing).await;
+    let result = run(config, tokio::io::stdin(), out, framing, Some(opening)).await;
     // All senders are dropped by now, so the writer drains what is queued and exits.
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;
     result
@@ -144,6 +172,7 @@ pub async fn run(
     input: impl AsyncRead + Unpin,
     out: Outbound,
     framing_shared: Arc<AtomicU8>,
+    store: Option<tokio::task::JoinHandle<Result<Store, crate::store::StoreError>>>,
 ) -> anyhow::Result<()> {
     let mut server = Server {
         engine: EngineContext::new(config),
@@ -151,6 +180,10 @@ pub async fn run(
         sessions: HashMap::new(),
         initialized: false,
         framing: Framing::Ndjson,
+        store: match store {
+            Some(task) => StoreSlot::Opening(task),
+            None => StoreSlot::None,
+        },
     };
     let mut reader = FrameReader::new(input);
     loop {
@@ -212,6 +245,11 @@ pub async fn run(
     // End of input or shutdown: nobody can answer approvals any more, so stop every turn.
     server.engine.set_client_can_answer(false);
     server.shutdown_sessions().await;
+    // Dropping the last store handle waits for its writer to commit the queue; do that off
+    // the async workers.
+    let slot = std::mem::replace(&mut server.store, StoreSlot::None);
+    drop(server);
+    let _ = tokio::task::spawn_blocking(move || drop(slot)).await;
     Ok(())
 }
 
@@ -240,6 +278,32 @@ impl Server {
         if let Some(id) = id {
             self.out.respond(id, result);
         }
+    }
+
+    /// The store, waiting for it to finish opening if needed.
+    async fn store(&mut self) -> Result<Option<Store>, RpcErrorObject> {
+        if let StoreSlot::Opening(task) = &mut self.store {
+            self.store = match task.await {
+                Ok(Ok(store)) => StoreSlot::Ready(store),
+                Ok(Err(e)) => StoreSlot::Failed(e.to_string()),
+                Err(e) => StoreSlot::Failed(format!("opening the session database crashed: {e}")),
+            };
+        }
+        match &self.store {
+            StoreSlot::None => Ok(None),
+            StoreSlot::Ready(store) => Ok(Some(store.clone())),
+            StoreSlot::Failed(why) => Err(RpcErrorObject::new(ErrorKind::Internal, why.clone())),
+            StoreSlot::Opening(_) => Err(RpcErrorObject::new(
+                ErrorKind::Internal,
+                "the session database is still opening; try again",
+            )),
+        }
+    }
+
+    fn sink(&self) -> Arc<dyn EventSink> {
+        Arc::new(NativeSink {
+            out: self.out.clone(),
+        })
     }
 
     fn session(&self, session_id: &str) -> Result<&SessionHandle, RpcErrorObject> {
@@ -326,7 +390,7 @@ impl Server {
                             version: env!("CARGO_PKG_VERSION").to_owned(),
                         },
                         capabilities: wire::ServerCapabilities {
-                            session_store: false,
+                            session_store: !matches!(self.store, StoreSlot::None),
                             framing: self.framing,
                             image_prompts: true,
                         },
@@ -337,6 +401,7 @@ impl Server {
                 Ok(())
             }
             method::SESSION_NEW => {
+                check_mode(&raw)?;
                 let p: wire::SessionNewParams = params(raw)?;
                 let model = p
                     .model
@@ -359,15 +424,15 @@ impl Server {
                     .await
                     .map_err(|e| RpcErrorObject::new(ErrorKind::Internal, e.to_string()))??;
                 let mode = p.mode.unwrap_or(wire::Mode::Ask);
+                let store = self.store().await?;
                 let handle = session::spawn(
                     self.engine.clone(),
-                    Arc::new(NativeSink {
-                        out: self.out.clone(),
-                    }),
+                    self.sink(),
                     NewSession {
                         workspace,
                         model: model.clone(),
                         mode,
+                        store,
                     },
                 );
                 let session_id = handle.id().to_owned();
@@ -392,38 +457,74 @@ impl Server {
             method::SESSION_LIST => {
                 let filter: Option<String> =
                     raw.get("cwd").and_then(Value::as_str).map(str::to_owned);
-                let mut sessions: Vec<Value> = self
-                    .sessions
-                    .iter()
-                    .filter(|(_, e)| filter.as_deref().is_none_or(|c| c == e.cwd))
-                    .map(|(sid, e)| {
-                        let state = session::lock(&e.handle.shared.state);
-                        let title = state
-                            .history
-                            .iter()
-                            .find(|m| m.role == crate::engine::history::Role::User)
-                            .map(|m| m.text().chars().take(80).collect::<String>());
-                        let updated = state
-                            .history
-                            .last()
-                            .map(|m| m.meta.ts)
-                            .unwrap_or(e.created_at);
-                        serde_json::json!({
-                            "sessionId": sid, "cwd": e.cwd, "title": title,
-                            "model": state.model, "updatedAt": updated,
+                let sessions: Vec<Value> = match self.store().await? {
+                    Some(store) => store
+                        .list_sessions(filter)
+                        .await
+                        .map_err(|e| RpcErrorObject::new(ErrorKind::Internal, e.to_string()))?
+                        .into_iter()
+                        .map(|r| {
+                            serde_json::json!({
+                                "sessionId": r.id, "cwd": r.cwd, "title": r.title,
+                                "model": r.model, "updatedAt": r.updated_at,
+                            })
                         })
-                    })
-                    .collect();
-                sessions.sort_by_key(|s| std::cmp::Reverse(s["updatedAt"].as_u64().unwrap_or(0)));
+                        .collect(),
+                    None => self.memory_sessions(filter.as_deref()),
+                };
                 self.answer(id, Ok(serde_json::json!({ "sessions": sessions })));
                 Ok(())
             }
-            method::SESSION_LOAD => Err(RpcErrorObject::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "{method} needs the durable session store, which this build does not have yet"
-                ),
-            )),
+            method::SESSION_LOAD => {
+                let p: wire::SessionIdParams = params(raw)?;
+                if let Some(entry) = self.sessions.get(&p.session_id) {
+                    let pending: Vec<Value> = session::lock(&entry.handle.shared.pending)
+                        .values()
+                        .map(|r| r.payload.clone())
+                        .collect();
+                    let result = load_result(&entry.handle, &entry.cwd, pending);
+                    self.answer(id, Ok(result));
+                    return Ok(());
+                }
+                let Some(store) = self.store().await? else {
+                    return Err(RpcErrorObject::new(
+                        ErrorKind::UnknownSession,
+                        format!(
+                            "unknown session {}; this server keeps no store",
+                            p.session_id
+                        ),
+                    ));
+                };
+                let restored =
+                    session::restore(self.engine.clone(), self.sink(), store, &p.session_id)
+                        .await
+                        .map_err(|e| {
+                            let kind = match e {
+                                session::RestoreError::NotFound(_) => ErrorKind::UnknownSession,
+                                session::RestoreError::Workspace { .. } => ErrorKind::InvalidCwd,
+                                _ => ErrorKind::Internal,
+                            };
+                            RpcErrorObject::new(kind, e.to_string())
+                        })?;
+                let cwd = restored.handle.shared.workspace.roots()[0]
+                    .display()
+                    .to_string();
+                let result = load_result(&restored.handle, &cwd, restored.pending);
+                self.answer(id, Ok(result));
+                // The crashed turn continues only after the client has the load response.
+                if let Some(resume) = restored.resume {
+                    restored.handle.send(Op::Resume { resume });
+                }
+                self.sessions.insert(
+                    p.session_id.clone(),
+                    SessionEntry {
+                        handle: restored.handle,
+                        cwd,
+                        created_at: crate::engine::history::now_ms(),
+                    },
+                );
+                Ok(())
+            }
             method::RETRY => {
                 let p: wire::SessionIdParams = params(raw)?;
                 let reply = self.reply(id.clone(), |turn_id| wire::PromptResult { turn_id });
@@ -494,6 +595,7 @@ impl Server {
                 Ok(())
             }
             method::SET_MODE => {
+                check_mode(&raw)?;
                 let p: wire::SetModeParams = params(raw)?;
                 let reply = self.reply(id.clone(), |()| wire::EmptyResult {});
                 self.session(&p.session_id)?.send(Op::SetMode {
@@ -510,6 +612,33 @@ impl Server {
                 ),
             )),
         }
+    }
+
+    fn memory_sessions(&self, filter: Option<&str>) -> Vec<Value> {
+        let mut sessions: Vec<Value> = self
+            .sessions
+            .iter()
+            .filter(|(_, e)| filter.is_none_or(|c| c == e.cwd))
+            .map(|(sid, e)| {
+                let state = session::lock(&e.handle.shared.state);
+                let title = state
+                    .history
+                    .iter()
+                    .find(|m| m.role == crate::engine::history::Role::User)
+                    .map(|m| m.text().chars().take(80).collect::<String>());
+                let updated = state
+                    .history
+                    .last()
+                    .map(|m| m.meta.ts)
+                    .unwrap_or(e.created_at);
+                serde_json::json!({
+                    "sessionId": sid, "cwd": e.cwd, "title": title,
+                    "model": state.model, "updatedAt": updated,
+                })
+            })
+            .collect();
+        sessions.sort_by_key(|s| std::cmp::Reverse(s["updatedAt"].as_u64().unwrap_or(0)));
+        sessions
     }
 
     async fn shutdown_sessions(&mut self) {
@@ -574,4 +703,109 @@ fn prompt_parts(content: wire::PromptContent) -> Result<Vec<Part>, RpcErrorObjec
 pub fn outbound_channel() -> (Outbound, mpsc::UnboundedReceiver<Vec<u8>>) {
     let (tx, rx) = mpsc::unbounded_channel();
     (Outbound { tx }, rx)
+}
+
+/// The `session/load` result: the display history and what is waiting for the user.
+fn load_result(handle: &SessionHandle, cwd: &str, pending: Vec<Value>) -> Value {
+    let state = session::lock(&handle.shared.state);
+    serde_json::json!({
+        "sessionId": handle.id(),
+        "cwd": cwd,
+        "model": state.model,
+        "mode": state.mode,
+        "state": if state.active_turn.is_some() { "running" } else { "idle" },
+        "messages": display_history(&state.history),
+        "pending": pending,
+    })
+}
+
+/// The history as a client shows it: user prompts, assistant messages with reasoning and their
+/// tool calls (each with its result, status and diff), and notices. Reminders the engine wrote
+/// for the model are not shown.
+pub fn display_history(history: &[crate::engine::history::Message]) -> Vec<Value> {
+    use crate::engine::history::{Part, ResultStatus, Role, Source};
+    let mut out: Vec<Value> = Vec::with_capacity(history.len());
+    let mut call_slots: HashMap<String, (usize, usize)> = HashMap::new();
+    for message in history {
+        match message.role {
+            Role::User if message.meta.source == Source::Reminder => {}
+            Role::User => {
+                let images: Vec<Value> = message
+                    .parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::Image { mime_type, data } => {
+                            Some(serde_json::json!({"mimeType": mime_type, "data": data}))
+                        }
+                        Part::Text { .. } => None,
+                    })
+                    .collect();
+                let mut entry = serde_json::json!({
+                    "id": message.id, "role": "user", "ts": message.meta.ts,
+                    "turnId": message.meta.turn_id, "text": message.text(),
+                    "source": if message.meta.source == Source::Steering { "steering" } else { "user" },
+                });
+                if !images.is_empty() {
+                    entry["images"] = Value::Array(images);
+                }
+                out.push(entry);
+            }
+            Role::Assistant => {
+                let calls: Vec<Value> = message
+                    .tool_calls
+                    .iter()
+                    .map(|c| {
+                        serde_json::json!({
+                            "toolCallId": c.id,
+                            "name": c.name,
+                            "arguments": serde_json::from_str::<Value>(&c.arguments)
+                                .unwrap_or_else(|_| Value::String(c.arguments.clone())),
+                        })
+                    })
+                    .collect();
+                for (slot, call) in message.tool_calls.iter().enumerate() {
+                    call_slots.insert(call.id.clone(), (out.len(), slot));
+                }
+                let mut entry = serde_json::json!({
+                    "id": message.id, "role": "assistant", "ts": message.meta.ts,
+                    "turnId": message.meta.turn_id, "text": message.text(),
+                    "toolCalls": calls,
+                });
+                if let Some(reasoning) = &message.meta.reasoning {
+                    entry["reasoning"] = Value::String(reasoning.clone());
+                }
+                if let Some(usage) = &message.meta.usage {
+                    entry["usage"] = serde_json::json!({
+                        "model": usage.model, "inputTokens": usage.input_tokens,
+                        "outputTokens": usage.output_tokens,
+                    });
+                }
+                out.push(entry);
+            }
+            Role::Tool => {
+                let Some(result) = &message.tool_result else {
+                    continue;
+                };
+                let status = match result.status {
+                    ResultStatus::Completed => "completed",
+                    ResultStatus::Failed => "failed",
+                    ResultStatus::Denied => "denied",
+                    ResultStatus::Interrupted => "interrupted",
+                };
+                if let Some((index, slot)) = call_slots.get(&result.tool_call_id) {
+                    let call = &mut out[*index]["toolCalls"][*slot];
+                    call["status"] = Value::String(status.to_owned());
+                    call["result"] = Value::String(message.text());
+                    if let Some(diff) = &message.meta.diff {
+                        call["diff"] = diff.clone();
+                    }
+                }
+            }
+            Role::Notice => out.push(serde_json::json!({
+                "id": message.id, "role": "notice", "ts": message.meta.ts,
+                "turnId": message.meta.turn_id, "kind": message.notice, "text": message.text(),
+            })),
+        }
+    }
+    out
 }

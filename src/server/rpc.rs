@@ -100,7 +100,14 @@ pub fn decode(bytes: &[u8]) -> Incoming {
     };
     let params = match object.remove("params") {
         None | Some(Value::Null) => Value::Object(Default::default()),
-        Some(p @ (Value::Object(_) | Value::Array(_))) => p,
+        Some(p @ Value::Object(_)) => p,
+        Some(Value::Array(_)) => {
+            return invalid(
+                id.unwrap_or(Value::Null),
+                ErrorKind::InvalidParams,
+                "`params` must be an object with named fields, not an array; see protocol.md",
+            )
+        }
         Some(_) => {
             return invalid(
                 id.unwrap_or(Value::Null),

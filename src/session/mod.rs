@@ -14,10 +14,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::history::{new_id, Message, NoticeKind, Part, Source};
+use crate::engine::history::{new_id, now_ms, Message, NoticeKind, Part, Role, Source};
 use crate::engine::{turn, EngineContext};
 use crate::permissions::PermissionRules;
 use crate::protocol::{Decision, ErrorKind, Event, Mode};
+use crate::store::{Durability, PendingRecord, RuleRecord, SessionRecord, Store};
 use crate::workspace::Workspace;
 
 /// Where a session's events go. Implemented by each face (native JSON-RPC, ACP, the CLI).
@@ -27,17 +28,59 @@ pub trait EventSink: Send + Sync + 'static {
 
 /// Assigns `seq` and hands events to the sink under one lock, so the order of `seq` is the
 /// order on the wire.
+///
+/// With a store, every event goes through the store's writer queue and reaches the sink only
+/// after everything enqueued before it (the messages it announces, and the event row itself)
+/// is committed: an event a client has seen is never lost in a crash (invariant 8). Streamed
+/// deltas take the same ordered path but are not written as rows.
 pub struct Emitter {
     session_id: String,
     seq: Mutex<u64>,
     sink: Arc<dyn EventSink>,
+    store: Option<Store>,
+}
+
+/// Events worth a row: everything but the streamed pieces, which the final message covers.
+fn persisted(event: &Event) -> bool {
+    !matches!(
+        event,
+        Event::AssistantDelta { .. } | Event::ReasoningDelta { .. }
+    ) && !matches!(
+        event,
+        Event::ToolCallUpdate {
+            output: Some(_),
+            ..
+        }
+    )
 }
 
 impl Emitter {
     pub fn emit(&self, turn_id: Option<&str>, event: Event) {
         let mut seq = lock(&self.seq);
         *seq += 1;
-        self.sink.emit(&self.session_id, *seq, turn_id, &event);
+        match &self.store {
+            None => self.sink.emit(&self.session_id, *seq, turn_id, &event),
+            Some(store) => {
+                let json = persisted(&event)
+                    .then(|| serde_json::to_string(&event).ok())
+                    .flatten();
+                let sink = self.sink.clone();
+                let session_id = self.session_id.clone();
+                let turn = turn_id.map(str::to_owned);
+                let number = *seq;
+                let event_type = event.type_name();
+                store.record_event(
+                    &self.session_id,
+                    number,
+                    turn_id,
+                    event_type,
+                    json,
+                    Some(Box::new(move || {
+                        sink.emit(&session_id, number, turn.as_deref(), &event)
+                    })),
+                );
+            }
+        }
     }
 }
 
@@ -117,6 +160,10 @@ pub enum Op {
         mode: Mode,
         reply: Reply<()>,
     },
+    /// Continue a restored session's crashed turn (sent once by `restore`).
+    Resume {
+        resume: Resume,
+    },
     /// Stop any running turn and end the actor.
     Shutdown {
         reply: Reply<()>,
@@ -158,6 +205,8 @@ pub struct PendingRequest {
     pub kind: PendingKind,
     pub tool_call_id: String,
     pub turn_id: String,
+    /// The event that asked, shown again by `session/load`.
+    pub payload: serde_json::Value,
     pub sender: oneshot::Sender<Resolution>,
 }
 
@@ -169,17 +218,151 @@ pub struct SessionShared {
     pub emitter: Emitter,
     pub state: Mutex<SessionState>,
     pub pending: Mutex<HashMap<String, PendingRequest>>,
+    /// The durable store, when the face has one (`tandem serve` does; `tandem run` does not).
+    pub store: Option<Store>,
 }
 
 impl SessionShared {
     /// Append a message to the canonical history. Every commit goes through here, before the
-    /// event that announces it (invariant 8), so the store can hook in at one place.
+    /// event that announces it (invariant 8). Tool results gate what runs next, so they are
+    /// committed with full durability.
     pub fn commit(&self, message: Message) {
-        lock(&self.state).history.push(message);
+        let mut state = lock(&self.state);
+        self.persist_message(&message);
+        state.history.push(message);
+    }
+
+    /// Enqueue a message row; callers hold the state lock so history order is row order.
+    pub fn persist_message(&self, message: &Message) {
+        if let Some(store) = &self.store {
+            let durability = if message.role == Role::Tool {
+                Durability::Full
+            } else {
+                Durability::Normal
+            };
+            match serde_json::to_string(message) {
+                Ok(json) => store.append_message(
+                    &self.id,
+                    &message.id,
+                    message.meta.turn_id.as_deref(),
+                    role_name(message.role),
+                    json,
+                    durability,
+                ),
+                Err(e) => tracing::error!("cannot serialize message {}: {e}", message.id),
+            }
+        }
     }
 
     pub fn emit(&self, turn_id: Option<&str>, event: Event) {
         self.emitter.emit(turn_id, event);
+    }
+
+    /// Record that a side effect (a write or a command) is about to run and wait until that is
+    /// durable, so a crash during it is reported as interrupted and never silently re-run.
+    pub async fn before_side_effect(&self, tool_call_id: &str, name: &str) {
+        if let Some(store) = &self.store {
+            store.tool_started(&self.id, tool_call_id, name);
+            if let Err(e) = store.barrier(Durability::Full).await {
+                tracing::error!("cannot record that {tool_call_id} starts: {e}");
+            }
+        }
+    }
+
+    pub fn after_side_effect(&self, tool_call_id: &str) {
+        if let Some(store) = &self.store {
+            store.tool_finished(&self.id, tool_call_id);
+        }
+    }
+
+    pub fn persist_pending(
+        &self,
+        request_id: &str,
+        kind: PendingKind,
+        tool_call_id: &str,
+        turn_id: &str,
+        payload: &serde_json::Value,
+    ) {
+        if let Some(store) = &self.store {
+            store.upsert_pending(PendingRecord {
+                session_id: self.id.clone(),
+                request_id: request_id.to_owned(),
+                tool_call_id: tool_call_id.to_owned(),
+                kind: match kind {
+                    PendingKind::Approval => "approval",
+                    PendingKind::Question => "question",
+                }
+                .to_owned(),
+                turn_id: turn_id.to_owned(),
+                payload: payload.to_string(),
+                decision: None,
+                created_at: now_ms(),
+            });
+        }
+    }
+
+    pub fn persist_decision(&self, request_id: &str, decision: &serde_json::Value) {
+        if let Some(store) = &self.store {
+            store.resolve_pending(&self.id, request_id, decision.to_string());
+        }
+    }
+
+    pub fn persist_rule(&self, kind: &str, value: &str) {
+        if let Some(store) = &self.store {
+            store.add_rule(
+                &self.id,
+                RuleRecord {
+                    kind: kind.to_owned(),
+                    value: value.to_owned(),
+                },
+            );
+        }
+    }
+
+    pub fn persist_usage(&self, model: &str, input: u64, output: u64, cached: u64) {
+        if let Some(store) = &self.store {
+            store.record_usage(&self.id, model, input, output, cached);
+        }
+    }
+
+    pub fn withdraw_pending_rows(&self, turn_id: &str) {
+        if let Some(store) = &self.store {
+            store.delete_pending_for_turn(&self.id, turn_id);
+        }
+    }
+
+    fn persist_session_fields(&self, model: Option<&str>, mode: Option<Mode>, title: Option<&str>) {
+        if let Some(store) = &self.store {
+            store.update_session(&self.id, model, mode.map(mode_name), title, now_ms());
+        }
+    }
+}
+
+pub fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+        Role::Notice => "notice",
+    }
+}
+
+pub fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Ask => "ask",
+        Mode::AutoEdit => "autoEdit",
+        Mode::Plan => "plan",
+        Mode::FullAuto => "fullAuto",
+    }
+}
+
+pub fn parse_mode(text: &str) -> Option<Mode> {
+    match text {
+        "ask" => Some(Mode::Ask),
+        "autoEdit" => Some(Mode::AutoEdit),
+        "plan" => Some(Mode::Plan),
+        "fullAuto" => Some(Mode::FullAuto),
+        _ => None,
     }
 }
 
@@ -196,10 +379,77 @@ impl SessionHandle {
     }
 
     /// Queue an op. If the actor is gone the op's reply gets `Closed`.
+    ///
+    /// Replies are ordered with the session's events: a `stop` answer never overtakes the
+    /// `turnEnded` it waited for, even though events pass through the store first.
     pub fn send(&self, op: Op) {
+        let op = order_replies(&self.shared, op);
         if let Err(mpsc::error::SendError(op)) = self.ops.send(op) {
             reply_closed(op);
         }
+    }
+}
+
+fn ordered<T: Send + 'static>(shared: &Arc<SessionShared>, reply: Reply<T>) -> Reply<T> {
+    match &shared.store {
+        None => reply,
+        Some(store) => {
+            let store = store.clone();
+            Box::new(move |result| store.after_commit(Box::new(move || reply(result))))
+        }
+    }
+}
+
+fn order_replies(shared: &Arc<SessionShared>, op: Op) -> Op {
+    match op {
+        Op::Prompt { parts, reply } => Op::Prompt {
+            parts,
+            reply: ordered(shared, reply),
+        },
+        Op::Stop { reply } => Op::Stop {
+            reply: ordered(shared, reply),
+        },
+        Op::Retry { reply } => Op::Retry {
+            reply: ordered(shared, reply),
+        },
+        Op::Steer { text, reply } => Op::Steer {
+            text,
+            reply: ordered(shared, reply),
+        },
+        Op::Approve {
+            request_id,
+            decision,
+            message,
+            edited_content,
+            reply,
+        } => Op::Approve {
+            request_id,
+            decision,
+            message,
+            edited_content,
+            reply: ordered(shared, reply),
+        },
+        Op::Answer {
+            request_id,
+            answer,
+            reply,
+        } => Op::Answer {
+            request_id,
+            answer,
+            reply: ordered(shared, reply),
+        },
+        Op::SwitchModel { model, reply } => Op::SwitchModel {
+            model,
+            reply: ordered(shared, reply),
+        },
+        Op::SetMode { mode, reply } => Op::SetMode {
+            mode,
+            reply: ordered(shared, reply),
+        },
+        Op::Shutdown { reply } => Op::Shutdown {
+            reply: ordered(shared, reply),
+        },
+        resume @ Op::Resume { .. } => resume,
     }
 }
 
@@ -213,6 +463,7 @@ fn reply_closed(op: Op) {
         | Op::SetMode { reply, .. }
         | Op::Shutdown { reply } => reply(Err(SessionError::Closed)),
         Op::SwitchModel { reply, .. } => reply(Err(SessionError::Closed)),
+        Op::Resume { .. } => {}
     }
 }
 
@@ -220,38 +471,256 @@ pub struct NewSession {
     pub workspace: Workspace,
     pub model: String,
     pub mode: Mode,
+    /// Where the session is persisted; `None` keeps it in memory only.
+    pub store: Option<Store>,
 }
 
-/// Start a session actor and return its handle.
+/// Start a new session actor and return its handle.
 pub fn spawn(
     engine: Arc<EngineContext>,
     sink: Arc<dyn EventSink>,
     new: NewSession,
 ) -> SessionHandle {
     let id = new_id("s");
+    if let Some(store) = &new.store {
+        let now = now_ms();
+        store.create_session(SessionRecord {
+            id: id.clone(),
+            cwd: new.workspace.roots()[0].display().to_string(),
+            model: new.model.clone(),
+            mode: mode_name(new.mode).to_owned(),
+            title: None,
+            created_at: now,
+            updated_at: now,
+        });
+    }
+    let state = SessionState {
+        history: Vec::new(),
+        model: new.model,
+        mode: new.mode,
+        rules: PermissionRules::default(),
+        steering: VecDeque::new(),
+        active_turn: None,
+        accepting_steering: false,
+    };
+    start_actor(engine, sink, id, new.workspace, new.store, state, 0, None)
+}
+
+/// What a restored session must do first: finish the tool calls its crashed turn left open.
+pub struct Resume {
+    pub turn_id: String,
+    pub calls: Vec<crate::engine::history::ToolCallRecord>,
+    /// Decisions and open requests recorded before the crash, by tool call id.
+    pub recorded: HashMap<String, PendingRecord>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn start_actor(
+    engine: Arc<EngineContext>,
+    sink: Arc<dyn EventSink>,
+    id: String,
+    workspace: Workspace,
+    store: Option<Store>,
+    state: SessionState,
+    last_seq: u64,
+    resume: Option<Resume>,
+) -> SessionHandle {
     let shared = Arc::new(SessionShared {
         id: id.clone(),
-        workspace: new.workspace,
+        workspace,
         engine,
         emitter: Emitter {
             session_id: id,
-            seq: Mutex::new(0),
+            seq: Mutex::new(last_seq),
             sink,
+            store: store.clone(),
         },
-        state: Mutex::new(SessionState {
-            history: Vec::new(),
-            model: new.model,
-            mode: new.mode,
-            rules: PermissionRules::default(),
-            steering: VecDeque::new(),
-            active_turn: None,
-            accepting_steering: false,
-        }),
+        state: Mutex::new(state),
         pending: Mutex::new(HashMap::new()),
+        store,
     });
     let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(actor(shared.clone(), rx));
+    tokio::spawn(actor(shared.clone(), rx, resume));
     SessionHandle { shared, ops: tx }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    #[error("session {0} is not in the store; list sessions with session/list")]
+    NotFound(String),
+    #[error("{0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("session {id} cannot be restored: its workspace {cwd} cannot be opened ({why}); restore the folder or start a new session")]
+    Workspace {
+        id: String,
+        cwd: String,
+        why: String,
+    },
+    #[error("session {id} has a damaged message at position {position}: {why}")]
+    Corrupt {
+        id: String,
+        position: usize,
+        why: String,
+    },
+}
+
+/// Rebuild a session from the store alone (invariant 8) and start its actor.
+///
+/// Unanswered trailing tool calls are handled like this: a write or shell call that had
+/// started has no trustworthy outcome, so it gets an `interrupted` result and is never re-run;
+/// the rest go back through authorization in order (an approval answered before the crash is
+/// not asked again) and then the turn continues.
+pub async fn restore(
+    engine: Arc<EngineContext>,
+    sink: Arc<dyn EventSink>,
+    store: Store,
+    session_id: &str,
+) -> Result<Restored, RestoreError> {
+    let loaded = store
+        .load_session(session_id)
+        .await?
+        .ok_or_else(|| RestoreError::NotFound(session_id.to_owned()))?;
+    let record = loaded.record.clone();
+    let mut history: Vec<Message> = Vec::with_capacity(loaded.messages.len());
+    for (position, json) in loaded.messages.iter().enumerate() {
+        let message = serde_json::from_str(json).map_err(|e| RestoreError::Corrupt {
+            id: record.id.clone(),
+            position,
+            why: e.to_string(),
+        })?;
+        history.push(message);
+    }
+    let cwd = record.cwd.clone();
+    let workspace = tokio::task::spawn_blocking(move || Workspace::open(vec![cwd.clone().into()]))
+        .await
+        .map_err(|e| RestoreError::Workspace {
+            id: record.id.clone(),
+            cwd: record.cwd.clone(),
+            why: e.to_string(),
+        })?
+        .map_err(|e| RestoreError::Workspace {
+            id: record.id.clone(),
+            cwd: record.cwd.clone(),
+            why: e.to_string(),
+        })?;
+    let mut rules = PermissionRules::default();
+    for rule in &loaded.rules {
+        match rule.kind.as_str() {
+            "tool" => rules.tools.push(rule.value.clone()),
+            "commandPrefix" => rules.command_prefixes.push(rule.value.clone()),
+            _ => {}
+        }
+    }
+    let model = if engine.config.model(&record.model).is_some() {
+        record.model.clone()
+    } else {
+        engine.config.default_model.clone()
+    };
+    let mode = parse_mode(&record.mode).unwrap_or(Mode::Ask);
+
+    // Find the calls the crashed turn left without results.
+    let orphans = crate::engine::history::orphan_tool_calls(&history);
+    let mut fixes: Vec<Message> = Vec::new();
+    let mut resume = None;
+    if !orphans.is_empty() {
+        let calls: Vec<crate::engine::history::ToolCallRecord> = history
+            .iter()
+            .flat_map(|m| m.tool_calls.iter())
+            .filter(|c| orphans.contains(&c.id))
+            .cloned()
+            .collect();
+        let turn_id = history
+            .iter()
+            .rev()
+            .find(|m| !m.tool_calls.is_empty())
+            .and_then(|m| m.meta.turn_id.clone())
+            .unwrap_or_else(|| new_id("t"));
+        let mut remaining = Vec::new();
+        for call in calls {
+            if loaded.started_tools.contains(&call.id) {
+                let message = Message::tool_result(
+                    &call,
+                    crate::engine::history::ResultStatus::Interrupted,
+                    "interrupted: tandem stopped while this was running, so its outcome is unknown; it was not run again. Check its effects before repeating it.".to_owned(),
+                    &turn_id,
+                );
+                fixes.push(message);
+            } else {
+                remaining.push(call);
+            }
+        }
+        if !remaining.is_empty() {
+            let recorded = loaded
+                .pending
+                .iter()
+                .filter(|p| remaining.iter().any(|c| c.id == p.tool_call_id))
+                .map(|p| (p.tool_call_id.clone(), p.clone()))
+                .collect();
+            resume = Some(Resume {
+                turn_id,
+                calls: remaining,
+                recorded,
+            });
+        }
+    } else if history.last().is_some_and(|m| {
+        m.role == Role::User && matches!(m.meta.source, Source::User | Source::Steering)
+    }) {
+        // The turn died before the model answered; say so instead of silently re-asking.
+        fixes.push(Message::notice(
+            NoticeKind::Interrupted,
+            "tandem stopped before this turn finished; prompt again to continue".to_owned(),
+            history.last().and_then(|m| m.meta.turn_id.as_deref()),
+        ));
+    }
+    let state = SessionState {
+        history,
+        model,
+        mode,
+        rules,
+        steering: VecDeque::new(),
+        active_turn: resume.as_ref().map(|r| r.turn_id.clone()),
+        accepting_steering: resume.is_some(),
+    };
+    let handle = start_actor(
+        engine,
+        sink,
+        record.id.clone(),
+        workspace,
+        Some(store),
+        state,
+        loaded.last_seq,
+        None,
+    );
+    {
+        let mut state = lock(&handle.shared.state);
+        for fix in fixes {
+            handle.shared.persist_message(&fix);
+            if let Some(result) = &fix.tool_result {
+                handle.shared.after_side_effect(&result.tool_call_id);
+            }
+            state.history.push(fix);
+        }
+    }
+    let pending: Vec<serde_json::Value> = resume
+        .iter()
+        .flat_map(|r| r.recorded.values())
+        .filter(|p| p.decision.is_none())
+        .filter_map(|p| serde_json::from_str(&p.payload).ok())
+        .collect();
+    Ok(Restored {
+        handle,
+        resume,
+        pending,
+    })
+}
+
+/// A restored session, before its crashed turn continues.
+pub struct Restored {
+    pub handle: SessionHandle,
+    /// Send as `Op::Resume` once the client has the load response.
+    pub resume: Option<Resume>,
+    /// Requests that were open at the crash; the resumed turn asks them again with the same ids.
+    pub pending: Vec<serde_json::Value>,
 }
 
 struct RunningTurn {
@@ -259,8 +728,15 @@ struct RunningTurn {
     join: JoinHandle<()>,
 }
 
-async fn actor(shared: Arc<SessionShared>, mut ops: mpsc::UnboundedReceiver<Op>) {
+async fn actor(
+    shared: Arc<SessionShared>,
+    mut ops: mpsc::UnboundedReceiver<Op>,
+    resume: Option<Resume>,
+) {
     let mut running: Option<RunningTurn> = None;
+    if let Some(resume) = resume {
+        running = Some(resume_turn(&shared, resume));
+    }
     while let Some(op) = ops.recv().await {
         match op {
             Op::Prompt { parts, reply } => {
@@ -274,9 +750,13 @@ async fn actor(shared: Arc<SessionShared>, mut ops: mpsc::UnboundedReceiver<Op>)
                     }
                     state.active_turn = Some(turn_id.clone());
                     state.accepting_steering = true;
-                    state
-                        .history
-                        .push(Message::user(parts, Source::User, Some(&turn_id)));
+                    let message = Message::user(parts, Source::User, Some(&turn_id));
+                    let first = !state.history.iter().any(|m| m.role == Role::User);
+                    let title: Option<String> =
+                        first.then(|| message.text().chars().take(80).collect());
+                    shared.persist_message(&message);
+                    shared.persist_session_fields(None, None, title.as_deref());
+                    state.history.push(message);
                 }
                 reply(Ok(turn_id.clone()));
                 running = Some(start_turn(&shared, turn_id));
@@ -332,7 +812,7 @@ async fn actor(shared: Arc<SessionShared>, mut ops: mpsc::UnboundedReceiver<Op>)
                 edited_content,
                 reply,
             } => {
-                let result = resolve_pending(
+                resolve_pending(
                     &shared,
                     &request_id,
                     PendingKind::Approval,
@@ -341,26 +821,32 @@ async fn actor(shared: Arc<SessionShared>, mut ops: mpsc::UnboundedReceiver<Op>)
                         message,
                         edited_content,
                     },
+                    reply,
                 );
-                reply(result);
             }
             Op::Answer {
                 request_id,
                 answer,
                 reply,
             } => {
-                let result = resolve_pending(
+                resolve_pending(
                     &shared,
                     &request_id,
                     PendingKind::Question,
                     Resolution::Answer(answer),
+                    reply,
                 );
-                reply(result);
             }
             Op::SwitchModel { model, reply } => reply(switch_model(&shared, model)),
             Op::SetMode { mode, reply } => {
                 lock(&shared.state).mode = mode;
+                shared.persist_session_fields(None, Some(mode), None);
                 reply(Ok(()));
+            }
+            Op::Resume { resume } => {
+                if running.is_none() {
+                    running = Some(resume_turn(&shared, resume));
+                }
             }
             Op::Shutdown { reply } => {
                 if let Some(turn) = running.take() {
@@ -379,11 +865,20 @@ async fn actor(shared: Arc<SessionShared>, mut ops: mpsc::UnboundedReceiver<Op>)
     }
 }
 
+fn resume_turn(shared: &Arc<SessionShared>, resume: Resume) -> RunningTurn {
+    let cancel = CancellationToken::new();
+    let join = tokio::spawn(turn::resume_turn(shared.clone(), resume, cancel.clone()));
+    RunningTurn { cancel, join }
+}
+
 fn start_turn(shared: &Arc<SessionShared>, turn_id: String) -> RunningTurn {
     let cancel = CancellationToken::new();
     let join = tokio::spawn(turn::run_turn(shared.clone(), turn_id, cancel.clone()));
     RunningTurn { cancel, join }
 }
+
+/// Marks the error notice of a turn that a provider error ended (`meta.display.reason`).
+pub const PROVIDER_ERROR_REASON: &str = "providerError";
 
 /// `retry` is for recovering from a provider error: the history must end in an error notice,
 /// looking through model switches (switching model and then retrying is the intended recovery).
@@ -392,19 +887,28 @@ pub fn retry_allowed(history: &[Message]) -> Result<(), String> {
         .iter()
         .rev()
         .find(|m| m.notice != Some(NoticeKind::ModelSwitch));
+    let provider_error = |m: &Message| {
+        m.notice == Some(NoticeKind::Error)
+            && m.meta
+                .display
+                .as_ref()
+                .and_then(|d| d.get("reason"))
+                .and_then(serde_json::Value::as_str)
+                == Some(PROVIDER_ERROR_REASON)
+    };
     match last {
-        Some(m) if m.notice == Some(NoticeKind::Error) => Ok(()),
+        Some(m) if provider_error(m) => Ok(()),
         Some(_) => Err("retry is only for a turn that ended in a provider error, and the last turn did not; send `prompt` instead".to_owned()),
         None => Err("the session has no turn to retry; send `prompt` first".to_owned()),
     }
 }
 
-fn resolve_pending(
+/// Take the pending request `request_id` if it is of the expected kind.
+fn take_pending(
     shared: &SessionShared,
     request_id: &str,
     expected: PendingKind,
-    resolution: Resolution,
-) -> Result<(), SessionError> {
+) -> Result<PendingRequest, SessionError> {
     let mut pending = lock(&shared.pending);
     let kind = match pending.get(request_id) {
         None => {
@@ -423,11 +927,28 @@ fn resolve_pending(
             "request {request_id} cannot be resolved with `{used}`; use `{right}`"
         )));
     }
-    if let Some(request) = pending.remove(request_id) {
-        // The turn may have been stopped a moment ago; then nobody waits and that is fine.
-        let _ = request.sender.send(resolution);
+    pending
+        .remove(request_id)
+        .ok_or_else(|| SessionError::StaleApproval(format!("request {request_id} is not pending")))
+}
+
+/// Answer the client first, then hand the resolution to the waiting turn, so the response
+/// precedes the `approvalResolved` and everything the decision causes.
+fn resolve_pending(
+    shared: &SessionShared,
+    request_id: &str,
+    expected: PendingKind,
+    resolution: Resolution,
+    reply: Reply<()>,
+) {
+    match take_pending(shared, request_id, expected) {
+        Err(error) => reply(Err(error)),
+        Ok(request) => {
+            reply(Ok(()));
+            // The turn may have been stopped a moment ago; then nobody waits and that is fine.
+            let _ = request.sender.send(resolution);
+        }
     }
-    Ok(())
 }
 
 fn switch_model(
@@ -463,11 +984,10 @@ fn switch_model(
             text.push_str(w);
         }
         state.model = model.clone();
-        state.history.push(Message::notice(
-            NoticeKind::ModelSwitch,
-            text,
-            turn_id.as_deref(),
-        ));
+        let notice = Message::notice(NoticeKind::ModelSwitch, text, turn_id.as_deref());
+        shared.persist_message(&notice);
+        shared.persist_session_fields(Some(&model), None, None);
+        state.history.push(notice);
         (from, warning, turn_id)
     };
     shared.emit(

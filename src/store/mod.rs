@@ -1,0 +1,557 @@
+//! The durable store: sessions, their canonical history, events, the approvals inbox, rules and
+//! usage in one SQLite database, written by one dedicated thread.
+//!
+//! A [`Store`] is a cheap handle to that thread. Writes are enqueued and return at once, so no
+//! SQLite call ever blocks a tokio worker; reads are enqueued too and answered through a
+//! oneshot, so a read sees every write enqueued before it. The thread commits what is queued
+//! in batches (one transaction each) and runs each command's `after_commit` callback only once
+//! the batch is committed, in enqueue order: an event announced from such a callback is never
+//! ahead of the rows it announces (invariant 8). Batches holding a row that gates a side effect
+//! (a tool about to run, a tool result, an approval decision) are committed with
+//! `synchronous=FULL`, which survives power loss; the rest use NORMAL, which in WAL mode
+//! survives a killed process.
+
+mod schema;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc};
+use std::thread::{JoinHandle, ThreadId};
+
+use rusqlite::Connection;
+use tokio::sync::oneshot;
+
+/// How hard a commit must try. `Full` is for rows that gate a side effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Survives the process being killed (WAL with `synchronous=NORMAL`).
+    Normal,
+    /// Also survives power loss: the WAL is fsynced before the batch counts as committed.
+    Full,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the session database at {}: {source}; check that --data-dir / TANDEM_HOME points to a writable directory with free space", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("the session database failed: {0}; check free disk space and the permissions of the data directory (RUST_LOG=tandem=debug shows more)")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("the session store has shut down; restart tandem")]
+    Closed,
+    #[error("the session database is unusable: {0}; move the file aside (tandem creates a new one) or restore a backup")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// A copy of this error for every reader of a failed batch; `rusqlite::Error` is not
+    /// `Clone`, so variants other than a plain SQLite failure keep only their message.
+    fn duplicate(&self) -> StoreError {
+        match self {
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(code, message)) => {
+                StoreError::Sqlite(rusqlite::Error::SqliteFailure(*code, message.clone()))
+            }
+            StoreError::Sqlite(other) => StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+                Some(other.to_string()),
+            )),
+            StoreError::Open { path, source } => StoreError::Open {
+                path: path.clone(),
+                source: source.to_string().into(),
+            },
+            StoreError::Closed => StoreError::Closed,
+            StoreError::Corrupt(message) => StoreError::Corrupt(message.clone()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRecord {
+    pub id: String,
+    pub cwd: String,
+    pub model: String,
+    pub mode: String,
+    pub title: Option<String>,
+    /// Milliseconds since the Unix epoch, like every timestamp here.
+    pub created_at: u64,
+    pub updated_at: u64,
+}
+
+/// One row of the approvals/questions inbox, keyed by (session, tool call id).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingRecord {
+    pub session_id: String,
+    pub request_id: String,
+    pub tool_call_id: String,
+    /// `"approval"` or `"question"`.
+    pub kind: String,
+    pub turn_id: String,
+    /// JSON of the event that asked.
+    pub payload: String,
+    /// JSON of the answer once resolved.
+    pub decision: Option<String>,
+    pub created_at: u64,
+}
+
+/// A remembered permission rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleRecord {
+    /// `"tool"` or `"commandPrefix"`.
+    pub kind: String,
+    pub value: String,
+}
+
+/// Token usage of one session with one model.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UsageTotals {
+    pub model: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_tokens: u64,
+}
+
+/// Everything resume needs, read in one go.
+#[derive(Debug, Clone)]
+pub struct LoadedSession {
+    pub record: SessionRecord,
+    /// Message JSON in append order.
+    pub messages: Vec<String>,
+    /// The highest persisted event seq, 0 if none.
+    pub last_seq: u64,
+    /// Every inbox row of the session, resolved or not, in creation order.
+    pub pending: Vec<PendingRecord>,
+    /// In the order they were first added.
+    pub rules: Vec<RuleRecord>,
+    /// Tool call ids marked started whose `tool_finished` was never recorded, in start order.
+    pub started_tools: Vec<String>,
+    /// Per model, in the order each model was first used.
+    pub usage: Vec<UsageTotals>,
+}
+
+/// A persisted event, for replay to a client that reconnects.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEvent {
+    pub seq: u64,
+    pub turn_id: Option<String>,
+    pub event_type: String,
+    pub json: String,
+}
+
+/// A callback run on the writer thread once everything enqueued up to it is committed.
+///
+/// It must be quick and must not wait on the store (that would deadlock the writer); sending
+/// into a channel or writing to the event sink is the intended use.
+pub type AfterCommit = Box<dyn FnOnce() + Send>;
+
+type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+/// One unit of work for the writer thread, applied in arrival order.
+enum Command {
+    CreateSession(SessionRecord),
+    UpdateSession {
+        id: String,
+        model: Option<String>,
+        mode: Option<String>,
+        title: Option<String>,
+        updated_at: u64,
+    },
+    AppendMessage {
+        session_id: String,
+        message_id: String,
+        turn_id: Option<String>,
+        role: String,
+        json: String,
+        durability: Durability,
+    },
+    RecordEvent {
+        session_id: String,
+        seq: u64,
+        turn_id: Option<String>,
+        event_type: String,
+        json: Option<String>,
+        after_commit: Option<AfterCommit>,
+    },
+    UpsertPending(PendingRecord),
+    ResolvePending {
+        session_id: String,
+        request_id: String,
+        decision_json: String,
+    },
+    DeletePendingForTurn {
+        session_id: String,
+        turn_id: String,
+    },
+    AddRule {
+        session_id: String,
+        rule: RuleRecord,
+    },
+    RecordUsage {
+        session_id: String,
+        model: String,
+        input: u64,
+        output: u64,
+        cached: u64,
+    },
+    ToolStarted {
+        session_id: String,
+        tool_call_id: String,
+        name: String,
+    },
+    ToolFinished {
+        session_id: String,
+        tool_call_id: String,
+    },
+    Barrier {
+        durability: Durability,
+        reply: Reply<()>,
+    },
+    ListSessions {
+        cwd: Option<String>,
+        reply: Reply<Vec<SessionRecord>>,
+    },
+    LoadSession {
+        id: String,
+        reply: Reply<Option<LoadedSession>>,
+    },
+    EventsSince {
+        session_id: String,
+        after_seq: u64,
+        reply: Reply<Vec<StoredEvent>>,
+    },
+    IntegrityCheck {
+        reply: Reply<String>,
+    },
+}
+
+/// A cheap, cloneable handle to the store's writer thread.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    sender: Option<mpsc::Sender<Command>>,
+    thread: Option<JoinHandle<()>>,
+    thread_id: ThreadId,
+    path: Option<PathBuf>,
+}
+
+impl Drop for Inner {
+    /// The last handle is gone: close the queue, then wait for the writer to commit what is
+    /// still queued, so a clean shutdown loses nothing even if the process exits right after.
+    fn drop(&mut self) {
+        drop(self.sender.take());
+        if let Some(thread) = self.thread.take() {
+            // A handle captured by an `after_commit` callback is dropped on the writer thread
+            // itself; joining there would wait forever, and the thread ends on its own.
+            if std::thread::current().id() != self.thread_id && thread.join().is_err() {
+                tracing::error!("the session store writer thread panicked while shutting down");
+            }
+        }
+    }
+}
+
+impl Store {
+    /// Open (or create) the database at `path`, creating its parent directories and running
+    /// the migrations before returning. Call it at startup or from `spawn_blocking`: it does
+    /// file I/O.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let open_error = |source: Box<dyn std::error::Error + Send + Sync>| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| open_error(Box::new(e)))?;
+        }
+        let conn = Connection::open(path).map_err(|e| open_error(Box::new(e)))?;
+        Store::start(conn, Some(path.to_path_buf()))
+    }
+
+    /// A private in-memory database, for tests.
+    pub fn open_in_memory() -> Result<Store, StoreError> {
+        let conn = Connection::open_in_memory().map_err(|e| StoreError::Open {
+            path: PathBuf::from(":memory:"),
+            source: Box::new(e),
+        })?;
+        Store::start(conn, None)
+    }
+
+    fn start(mut conn: Connection, path: Option<PathBuf>) -> Result<Store, StoreError> {
+        let shown = path.clone().unwrap_or_else(|| PathBuf::from(":memory:"));
+        let wrap = |e: StoreError| match e {
+            // A newer schema or a damaged file is not an open failure the user can fix by
+            // pointing elsewhere, so it keeps its own message.
+            StoreError::Corrupt(_) => e,
+            StoreError::Sqlite(source)
+                if matches!(
+                    source.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
+                ) =>
+            {
+                StoreError::Corrupt(format!("{}: {source}", shown.display()))
+            }
+            StoreError::Sqlite(source) => StoreError::Open {
+                path: shown.clone(),
+                source: Box::new(source),
+            },
+            other => other,
+        };
+        schema::configure(&conn).map_err(|e| wrap(StoreError::Sqlite(e)))?;
+        schema::migrate(&mut conn).map_err(wrap)?;
+        let (sender, receiver) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("tandem-store".to_owned())
+            .spawn(move || writer::run(conn, receiver))
+            .map_err(|e| StoreError::Open {
+                path: shown.clone(),
+                source: Box::new(e),
+            })?;
+        let thread_id = thread.thread().id();
+        Ok(Store {
+            inner: Arc::new(Inner {
+                sender: Some(sender),
+                thread: Some(thread),
+                thread_id,
+                path,
+            }),
+        })
+    }
+
+    /// The database file, `None` for an in-memory store.
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    fn send(&self, command: Command) {
+        let Some(sender) = &self.inner.sender else {
+            return;
+        };
+        if let Err(mpsc::SendError(command)) = sender.send(command) {
+            // Only reachable if the writer thread died; keep the session alive rather than
+            // swallowing its events, and say loudly that nothing is being saved.
+            tracing::error!("the session store writer is gone; this change is not saved");
+            if let Command::RecordEvent {
+                after_commit: Some(callback),
+                ..
+            } = command
+            {
+                callback();
+            }
+        }
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let Some(sender) = &self.inner.sender else {
+            return Err(StoreError::Closed);
+        };
+        sender.send(make(reply)).map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    pub fn create_session(&self, record: SessionRecord) {
+        self.send(Command::CreateSession(record));
+    }
+
+    /// Change the given fields (`None` keeps a field) and set `updated_at`.
+    pub fn update_session(
+        &self,
+        id: &str,
+        model: Option<&str>,
+        mode: Option<&str>,
+        title: Option<&str>,
+        updated_at: u64,
+    ) {
+        self.send(Command::UpdateSession {
+            id: id.to_owned(),
+            model: model.map(str::to_owned),
+            mode: mode.map(str::to_owned),
+            title: title.map(str::to_owned),
+            updated_at,
+        });
+    }
+
+    /// Append a message at the next position of the session's history.
+    pub fn append_message(
+        &self,
+        session_id: &str,
+        message_id: &str,
+        turn_id: Option<&str>,
+        role: &str,
+        json: String,
+        durability: Durability,
+    ) {
+        self.send(Command::AppendMessage {
+            session_id: session_id.to_owned(),
+            message_id: message_id.to_owned(),
+            turn_id: turn_id.map(str::to_owned),
+            role: role.to_owned(),
+            json,
+            durability,
+        });
+    }
+
+    /// Persist an event (when `json` is `Some`) and run `after_commit` once it and everything
+    /// enqueued before it is committed. With `json` `None` (streamed deltas) nothing is
+    /// written, but the callback keeps its place in the order.
+    pub fn record_event(
+        &self,
+        session_id: &str,
+        seq: u64,
+        turn_id: Option<&str>,
+        event_type: &str,
+        json: Option<String>,
+        after_commit: Option<AfterCommit>,
+    ) {
+        self.send(Command::RecordEvent {
+            session_id: session_id.to_owned(),
+            seq,
+            turn_id: turn_id.map(str::to_owned),
+            event_type: event_type.to_owned(),
+            json,
+            after_commit,
+        });
+    }
+
+    /// Run `f` on the writer thread once everything enqueued before it is committed, without
+    /// writing anything: used to order a response after the events it follows.
+    pub fn after_commit(&self, f: AfterCommit) {
+        self.send(Command::RecordEvent {
+            session_id: String::new(),
+            seq: 0,
+            turn_id: None,
+            event_type: String::new(),
+            json: None,
+            after_commit: Some(f),
+        });
+    }
+
+    /// Record that a tool call asked for approval or an answer. Asking again for the same
+    /// tool call replaces the row's request id, kind, turn and payload; a decision recorded
+    /// for the old request id is cleared, because a decision binds to its request id.
+    pub fn upsert_pending(&self, record: PendingRecord) {
+        self.send(Command::UpsertPending(record));
+    }
+
+    /// Record the user's answer to a pending request. Committed with `Durability::Full`: the
+    /// decision gates a side effect.
+    pub fn resolve_pending(&self, session_id: &str, request_id: &str, decision_json: String) {
+        self.send(Command::ResolvePending {
+            session_id: session_id.to_owned(),
+            request_id: request_id.to_owned(),
+            decision_json,
+        });
+    }
+
+    /// Withdraw every inbox row of a turn, answered or not (the turn ended).
+    pub fn delete_pending_for_turn(&self, session_id: &str, turn_id: &str) {
+        self.send(Command::DeletePendingForTurn {
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+        });
+    }
+
+    /// Remember a permission rule; adding one that exists changes nothing.
+    pub fn add_rule(&self, session_id: &str, rule: RuleRecord) {
+        self.send(Command::AddRule {
+            session_id: session_id.to_owned(),
+            rule,
+        });
+    }
+
+    /// Add to the session's token totals for `model`.
+    pub fn record_usage(
+        &self,
+        session_id: &str,
+        model: &str,
+        input: u64,
+        output: u64,
+        cached: u64,
+    ) {
+        self.send(Command::RecordUsage {
+            session_id: session_id.to_owned(),
+            model: model.to_owned(),
+            input,
+            output,
+            cached,
+        });
+    }
+
+    /// Mark a tool call as about to run its side effect. Committed with `Durability::Full`, so
+    /// after any crash a call with this mark and no result is known to be interrupted.
+    pub fn tool_started(&self, session_id: &str, tool_call_id: &str, name: &str) {
+        self.send(Command::ToolStarted {
+            session_id: session_id.to_owned(),
+            tool_call_id: tool_call_id.to_owned(),
+            name: name.to_owned(),
+        });
+    }
+
+    /// Clear the started mark once the call's result is recorded (enqueue it right after the
+    /// result message; they land in the same or a later batch, never an earlier one).
+    pub fn tool_finished(&self, session_id: &str, tool_call_id: &str) {
+        self.send(Command::ToolFinished {
+            session_id: session_id.to_owned(),
+            tool_call_id: tool_call_id.to_owned(),
+        });
+    }
+
+    /// Resolves once everything enqueued before it is committed; with `Full`, also fsynced.
+    pub async fn barrier(&self, durability: Durability) -> Result<(), StoreError> {
+        self.ask(|reply| Command::Barrier { durability, reply })
+            .await
+    }
+
+    /// Sessions, most recently updated first, optionally only those of one `cwd`.
+    pub async fn list_sessions(
+        &self,
+        cwd: Option<String>,
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        self.ask(|reply| Command::ListSessions { cwd, reply }).await
+    }
+
+    /// Everything needed to resume a session; `None` if there is no such session.
+    pub async fn load_session(&self, id: &str) -> Result<Option<LoadedSession>, StoreError> {
+        let id = id.to_owned();
+        self.ask(|reply| Command::LoadSession { id, reply }).await
+    }
+
+    /// Persisted events with `seq > after_seq`, in seq order.
+    pub async fn events_since(
+        &self,
+        session_id: &str,
+        after_seq: u64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let session_id = session_id.to_owned();
+        self.ask(|reply| Command::EventsSince {
+            session_id,
+            after_seq,
+            reply,
+        })
+        .await
+    }
+
+    /// The result of `PRAGMA integrity_check`: `"ok"` for a healthy database.
+    pub async fn integrity_check(&self) -> Result<String, StoreError> {
+        self.ask(|reply| Command::IntegrityCheck { reply }).await
+    }
+}
+
+/// Where the database lives: `data_dir/tandem.sqlite3` when a data dir is given (`--data-dir`
+/// or `TANDEM_HOME`), else the platform data directory, else `./.tandem/`.
+pub fn default_database_path(data_dir: Option<&Path>) -> PathBuf {
+    const FILE: &str = "tandem.sqlite3";
+    match data_dir {
+        Some(dir) => dir.join(FILE),
+        None => match dirs::data_dir() {
+            Some(dir) => dir.join("tandem").join(FILE),
+            None => PathBuf::from(".tandem").join(FILE),
+        },
+    }
+}

@@ -1,0 +1,597 @@
+//! The writer thread: owns the connection, applies queued commands in batches, one transaction
+//! per batch, and completes each command (callback or reply) only after its batch committed.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::{
+    Command, Durability, LoadedSession, PendingRecord, RuleRecord, SessionRecord, StoreError,
+    StoredEvent, UsageTotals,
+};
+
+/// The most commands one transaction takes; bounds how long a reply waits behind a burst.
+const MAX_BATCH: usize = 256;
+
+/// What to do for one command once its batch is committed (or failed): `None` when the batch
+/// committed, the commit error otherwise.
+type Finish = Box<dyn FnOnce(Option<&StoreError>) + Send>;
+
+pub(super) fn run(conn: Connection, receiver: mpsc::Receiver<Command>) {
+    let mut writer = Writer {
+        conn,
+        synchronous: Durability::Normal,
+        unsynced: false,
+    };
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    // `recv` keeps returning queued commands after the last handle is dropped and fails only
+    // once the queue is empty, so shutting down commits everything that was enqueued.
+    while let Ok(first) = receiver.recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match receiver.try_recv() {
+                Ok(command) => batch.push(command),
+                Err(_) => break,
+            }
+        }
+        writer.run_batch(&mut batch);
+    }
+    if let Err((_, e)) = writer.conn.close() {
+        tracing::error!(error = %e, "closing the session database failed");
+    }
+}
+
+struct Writer {
+    conn: Connection,
+    /// The `synchronous` level currently set on the connection.
+    synchronous: Durability,
+    /// Whether a NORMAL commit may still sit in the WAL without an fsync; a FULL barrier
+    /// then needs a write of its own, because committing an empty transaction syncs nothing.
+    unsynced: bool,
+}
+
+impl Command {
+    fn durability(&self) -> Durability {
+        match self {
+            Command::AppendMessage { durability, .. } | Command::Barrier { durability, .. } => {
+                *durability
+            }
+            Command::ResolvePending { .. } | Command::ToolStarted { .. } => Durability::Full,
+            _ => Durability::Normal,
+        }
+    }
+
+    /// Whether the command needs the database at all (writes or reads).
+    fn touches_database(&self) -> bool {
+        match self {
+            Command::Barrier { .. } => false,
+            Command::RecordEvent { json, .. } => json.is_some(),
+            _ => true,
+        }
+    }
+
+    fn writes(&self) -> bool {
+        !matches!(
+            self,
+            Command::Barrier { .. }
+                | Command::ListSessions { .. }
+                | Command::LoadSession { .. }
+                | Command::EventsSince { .. }
+                | Command::IntegrityCheck { .. }
+                | Command::RecordEvent { json: None, .. }
+        )
+    }
+}
+
+impl Writer {
+    fn run_batch(&mut self, batch: &mut Vec<Command>) {
+        let durability = if batch.iter().any(|c| c.durability() == Durability::Full) {
+            Durability::Full
+        } else {
+            Durability::Normal
+        };
+        let writes = batch.iter().any(Command::writes);
+        let needs_sync_write = durability == Durability::Full && !writes && self.unsynced;
+        let needs_transaction = needs_sync_write || batch.iter().any(Command::touches_database);
+
+        let mut finishes: Vec<Finish> = Vec::with_capacity(batch.len());
+        let mut failure: Option<StoreError> = None;
+        if !needs_transaction {
+            // Deltas and NORMAL barriers: nothing to write, only order to keep.
+            finishes.extend(batch.drain(..).map(|c| self.apply(c)));
+        } else {
+            match self.begin(durability, writes || needs_sync_write) {
+                Ok(()) => {
+                    for command in batch.drain(..) {
+                        if failure.is_some() {
+                            // The transaction is gone; running the rest in autocommit mode
+                            // would commit them out of order with the lost ones.
+                            finishes.push(skip(command));
+                            continue;
+                        }
+                        finishes.push(self.apply(command));
+                        if self.conn.is_autocommit() {
+                            // SQLite rolled the whole transaction back (disk full, I/O error).
+                            failure = Some(StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+                                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+                                Some(
+                                    "SQLite rolled the batch back (disk full or I/O error, logged above)"
+                                        .to_owned(),
+                                ),
+                            )));
+                        }
+                    }
+                    if failure.is_none() && needs_sync_write {
+                        if let Err(e) = self.conn.execute(
+                            "INSERT INTO meta (key, value) VALUES ('last_full_barrier', ?1)
+                             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                            [now_ms().to_string()],
+                        ) {
+                            failure = Some(e.into());
+                        }
+                    }
+                    if failure.is_none() {
+                        if let Err(e) = self.conn.execute_batch("COMMIT") {
+                            failure = Some(e.into());
+                        }
+                    }
+                    if failure.is_some() && !self.conn.is_autocommit() {
+                        if let Err(e) = self.conn.execute_batch("ROLLBACK") {
+                            tracing::error!(error = %e, "rolling back a failed batch failed");
+                        }
+                    }
+                    if failure.is_none() && (writes || needs_sync_write) {
+                        self.unsynced = durability == Durability::Normal;
+                    }
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    finishes.extend(batch.drain(..).map(skip));
+                }
+            }
+        }
+        if let Some(e) = &failure {
+            tracing::error!(error = %e, commands = finishes.len(), "a session store batch was not committed");
+        }
+        for finish in finishes {
+            // A panicking callback belongs to its caller; the writer must keep serving.
+            if catch_unwind(AssertUnwindSafe(|| finish(failure.as_ref()))).is_err() {
+                tracing::error!("an after_commit callback of the session store panicked");
+            }
+        }
+    }
+
+    fn begin(&mut self, durability: Durability, writes: bool) -> Result<(), StoreError> {
+        // `synchronous` cannot change inside a transaction, so it is set before BEGIN.
+        if self.synchronous != durability {
+            let level = match durability {
+                Durability::Normal => "NORMAL",
+                Durability::Full => "FULL",
+            };
+            self.conn.pragma_update(None, "synchronous", level)?;
+            self.synchronous = durability;
+        }
+        // IMMEDIATE takes the write lock up front: a deferred transaction that reads and then
+        // writes fails at once with SQLITE_BUSY if another process wrote meanwhile.
+        let begin = if writes { "BEGIN IMMEDIATE" } else { "BEGIN" };
+        self.conn.execute_batch(begin)?;
+        Ok(())
+    }
+
+    /// Run one command inside the open transaction and return how to complete it.
+    fn apply(&self, command: Command) -> Finish {
+        let conn = &self.conn;
+        match command {
+            Command::RecordEvent {
+                session_id,
+                seq,
+                turn_id,
+                event_type,
+                json,
+                after_commit,
+            } => {
+                if let Some(json) = json {
+                    logged(
+                        "record_event",
+                        &session_id,
+                        conn.prepare_cached(
+                            "INSERT INTO events (session_id, seq, turn_id, type, json)
+                             VALUES (?1, ?2, ?3, ?4, ?5)",
+                        )
+                        .and_then(|mut s| {
+                            s.execute(params![session_id, to_i64(seq), turn_id, event_type, json])
+                        }),
+                    );
+                }
+                match after_commit {
+                    Some(callback) => Box::new(move |_| callback()),
+                    None => Box::new(|_| ()),
+                }
+            }
+            Command::Barrier { reply, .. } => answer(reply, Ok(())),
+            Command::ListSessions { cwd, reply } => answer(reply, list_sessions(conn, cwd)),
+            Command::LoadSession { id, reply } => answer(reply, load_session(conn, &id)),
+            Command::EventsSince {
+                session_id,
+                after_seq,
+                reply,
+            } => answer(reply, events_since(conn, &session_id, after_seq)),
+            Command::IntegrityCheck { reply } => answer(reply, integrity_check(conn)),
+            write => {
+                apply_write(conn, write);
+                Box::new(|_| ())
+            }
+        }
+    }
+}
+
+/// Complete a command whose batch never ran: replies get the error, callbacks still run so
+/// the session's event stream does not stall (the failure is logged).
+fn skip(command: Command) -> Finish {
+    match command {
+        Command::RecordEvent {
+            after_commit: Some(callback),
+            ..
+        } => Box::new(move |_| callback()),
+        Command::Barrier { reply, .. } => answer(reply, Ok(())),
+        Command::ListSessions { reply, .. } => answer(reply, Ok(Vec::new())),
+        Command::LoadSession { reply, .. } => answer(reply, Ok(None)),
+        Command::EventsSince { reply, .. } => answer(reply, Ok(Vec::new())),
+        Command::IntegrityCheck { reply } => answer(reply, Ok(String::new())),
+        _ => Box::new(|_| ()),
+    }
+}
+
+/// Send `result` once the batch committed, or the batch's error if it did not (a read inside
+/// a rolled-back batch may have seen rows that no longer exist).
+fn answer<T: Send + 'static>(reply: super::Reply<T>, result: Result<T, StoreError>) -> Finish {
+    Box::new(move |failure| {
+        let result = match failure {
+            Some(e) => Err(e.duplicate()),
+            None => result,
+        };
+        // The asker may have stopped waiting; that is not an error here.
+        let _ = reply.send(result);
+    })
+}
+
+/// Log a failed write; the batch goes on, since SQLite undid only the failed statement.
+fn logged(what: &str, session_id: &str, result: rusqlite::Result<usize>) {
+    if let Err(e) = result {
+        tracing::error!(error = %e, session_id, "session store: {what} failed");
+    }
+}
+
+fn apply_write(conn: &Connection, command: Command) {
+    match command {
+        Command::CreateSession(r) => logged(
+            "create_session",
+            &r.id,
+            conn.prepare_cached(
+                "INSERT INTO sessions (id, cwd, model, mode, title, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    r.id,
+                    r.cwd,
+                    r.model,
+                    r.mode,
+                    r.title,
+                    to_i64(r.created_at),
+                    to_i64(r.updated_at)
+                ])
+            }),
+        ),
+        Command::UpdateSession {
+            id,
+            model,
+            mode,
+            title,
+            updated_at,
+        } => logged(
+            "update_session",
+            &id,
+            conn.prepare_cached(
+                "UPDATE sessions SET model = COALESCE(?2, model), mode = COALESCE(?3, mode),
+                 title = COALESCE(?4, title), updated_at = ?5 WHERE id = ?1",
+            )
+            .and_then(|mut s| s.execute(params![id, model, mode, title, to_i64(updated_at)])),
+        ),
+        Command::AppendMessage {
+            session_id,
+            message_id,
+            turn_id,
+            role,
+            json,
+            ..
+        } => logged(
+            "append_message",
+            &session_id,
+            // The position is computed in the same statement from the (session, position)
+            // index, so it is always the next one even across restarts.
+            conn.prepare_cached(
+                "INSERT INTO messages (session_id, position, message_id, turn_id, role, json)
+                 VALUES (?1, (SELECT COALESCE(MAX(position), -1) + 1 FROM messages
+                              WHERE session_id = ?1), ?2, ?3, ?4, ?5)",
+            )
+            .and_then(|mut s| s.execute(params![session_id, message_id, turn_id, role, json])),
+        ),
+        Command::UpsertPending(r) => logged(
+            "upsert_pending",
+            &r.session_id,
+            conn.prepare_cached(
+                "INSERT INTO pending (session_id, tool_call_id, request_id, kind, turn_id,
+                                      payload, decision, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (session_id, tool_call_id) DO UPDATE SET
+                     decision = CASE WHEN pending.request_id = excluded.request_id
+                                     THEN COALESCE(excluded.decision, pending.decision)
+                                     ELSE excluded.decision END,
+                     request_id = excluded.request_id,
+                     kind = excluded.kind,
+                     turn_id = excluded.turn_id,
+                     payload = excluded.payload",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    r.session_id,
+                    r.tool_call_id,
+                    r.request_id,
+                    r.kind,
+                    r.turn_id,
+                    r.payload,
+                    r.decision,
+                    to_i64(r.created_at)
+                ])
+            }),
+        ),
+        Command::ResolvePending {
+            session_id,
+            request_id,
+            decision_json,
+        } => logged(
+            "resolve_pending",
+            &session_id,
+            conn.prepare_cached(
+                "UPDATE pending SET decision = ?3 WHERE session_id = ?1 AND request_id = ?2",
+            )
+            .and_then(|mut s| s.execute(params![session_id, request_id, decision_json])),
+        ),
+        Command::DeletePendingForTurn {
+            session_id,
+            turn_id,
+        } => logged(
+            "delete_pending_for_turn",
+            &session_id,
+            conn.prepare_cached("DELETE FROM pending WHERE session_id = ?1 AND turn_id = ?2")
+                .and_then(|mut s| s.execute(params![session_id, turn_id])),
+        ),
+        Command::AddRule { session_id, rule } => logged(
+            "add_rule",
+            &session_id,
+            conn.prepare_cached(
+                "INSERT INTO rules (session_id, kind, value) VALUES (?1, ?2, ?3)
+                 ON CONFLICT DO NOTHING",
+            )
+            .and_then(|mut s| s.execute(params![session_id, rule.kind, rule.value])),
+        ),
+        Command::RecordUsage {
+            session_id,
+            model,
+            input,
+            output,
+            cached,
+        } => logged(
+            "record_usage",
+            &session_id,
+            conn.prepare_cached(
+                "INSERT INTO usage (session_id, model, input_tokens, output_tokens, cached_tokens)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (session_id, model) DO UPDATE SET
+                     input_tokens = input_tokens + excluded.input_tokens,
+                     output_tokens = output_tokens + excluded.output_tokens,
+                     cached_tokens = cached_tokens + excluded.cached_tokens",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    session_id,
+                    model,
+                    to_i64(input),
+                    to_i64(output),
+                    to_i64(cached)
+                ])
+            }),
+        ),
+        Command::ToolStarted {
+            session_id,
+            tool_call_id,
+            name,
+        } => logged(
+            "tool_started",
+            &session_id,
+            conn.prepare_cached(
+                "INSERT INTO tool_runs (session_id, tool_call_id, name) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (session_id, tool_call_id) DO UPDATE SET name = excluded.name",
+            )
+            .and_then(|mut s| s.execute(params![session_id, tool_call_id, name])),
+        ),
+        Command::ToolFinished {
+            session_id,
+            tool_call_id,
+        } => logged(
+            "tool_finished",
+            &session_id,
+            conn.prepare_cached(
+                "DELETE FROM tool_runs WHERE session_id = ?1 AND tool_call_id = ?2",
+            )
+            .and_then(|mut s| s.execute(params![session_id, tool_call_id])),
+        ),
+        // Reads, barriers and events are handled by `Writer::apply`.
+        Command::RecordEvent { .. }
+        | Command::Barrier { .. }
+        | Command::ListSessions { .. }
+        | Command::LoadSession { .. }
+        | Command::EventsSince { .. }
+        | Command::IntegrityCheck { .. } => {}
+    }
+}
+
+/// SQLite integers are signed; values past `i64::MAX` (never reached by timestamps, seqs or
+/// token counts) are clamped rather than failing the write.
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// The inverse of [`to_i64`]; a negative value can only come from a foreign writer and reads
+/// as 0.
+fn to_u64(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
+    Ok(SessionRecord {
+        id: row.get(0)?,
+        cwd: row.get(1)?,
+        model: row.get(2)?,
+        mode: row.get(3)?,
+        title: row.get(4)?,
+        created_at: to_u64(row.get(5)?),
+        updated_at: to_u64(row.get(6)?),
+    })
+}
+
+fn list_sessions(conn: &Connection, cwd: Option<String>) -> Result<Vec<SessionRecord>, StoreError> {
+    // Two statements rather than `?1 IS NULL OR cwd = ?1`, which would defeat the index.
+    let sessions = match cwd {
+        Some(cwd) => conn
+            .prepare_cached(
+                "SELECT id, cwd, model, mode, title, created_at, updated_at FROM sessions
+                 WHERE cwd = ?1 ORDER BY updated_at DESC, rowid DESC",
+            )?
+            .query_map([cwd], session_row)?
+            .collect::<rusqlite::Result<Vec<_>>>()?,
+        None => conn
+            .prepare_cached(
+                "SELECT id, cwd, model, mode, title, created_at, updated_at FROM sessions
+                 ORDER BY updated_at DESC, rowid DESC",
+            )?
+            .query_map([], session_row)?
+            .collect::<rusqlite::Result<Vec<_>>>()?,
+    };
+    Ok(sessions)
+}
+
+fn load_session(conn: &Connection, id: &str) -> Result<Option<LoadedSession>, StoreError> {
+    let Some(record) = conn
+        .prepare_cached(
+            "SELECT id, cwd, model, mode, title, created_at, updated_at FROM sessions
+             WHERE id = ?1",
+        )?
+        .query_row([id], session_row)
+        .optional()?
+    else {
+        return Ok(None);
+    };
+    let messages = conn
+        .prepare_cached("SELECT json FROM messages WHERE session_id = ?1 ORDER BY position")?
+        .query_map([id], |row| row.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let last_seq: i64 = conn
+        .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?1")?
+        .query_row([id], |row| row.get(0))?;
+    let pending = conn
+        .prepare_cached(
+            "SELECT session_id, request_id, tool_call_id, kind, turn_id, payload, decision,
+                    created_at
+             FROM pending WHERE session_id = ?1 ORDER BY created_at, rowid",
+        )?
+        .query_map([id], |row| {
+            Ok(PendingRecord {
+                session_id: row.get(0)?,
+                request_id: row.get(1)?,
+                tool_call_id: row.get(2)?,
+                kind: row.get(3)?,
+                turn_id: row.get(4)?,
+                payload: row.get(5)?,
+                decision: row.get(6)?,
+                created_at: to_u64(row.get(7)?),
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let rules = conn
+        .prepare_cached("SELECT kind, value FROM rules WHERE session_id = ?1 ORDER BY rowid")?
+        .query_map([id], |row| {
+            Ok(RuleRecord {
+                kind: row.get(0)?,
+                value: row.get(1)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let started_tools = conn
+        .prepare_cached("SELECT tool_call_id FROM tool_runs WHERE session_id = ?1 ORDER BY rowid")?
+        .query_map([id], |row| row.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let usage = conn
+        .prepare_cached(
+            "SELECT model, input_tokens, output_tokens, cached_tokens FROM usage
+             WHERE session_id = ?1 ORDER BY rowid",
+        )?
+        .query_map([id], |row| {
+            Ok(UsageTotals {
+                model: row.get(0)?,
+                input_tokens: to_u64(row.get(1)?),
+                output_tokens: to_u64(row.get(2)?),
+                cached_tokens: to_u64(row.get(3)?),
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(Some(LoadedSession {
+        record,
+        messages,
+        last_seq: to_u64(last_seq),
+        pending,
+        rules,
+        started_tools,
+        usage,
+    }))
+}
+
+fn events_since(
+    conn: &Connection,
+    session_id: &str,
+    after_seq: u64,
+) -> Result<Vec<StoredEvent>, StoreError> {
+    let events = conn
+        .prepare_cached(
+            "SELECT seq, turn_id, type, json FROM events
+             WHERE session_id = ?1 AND seq > ?2 ORDER BY seq",
+        )?
+        .query_map(params![session_id, to_i64(after_seq)], |row| {
+            Ok(StoredEvent {
+                seq: to_u64(row.get(0)?),
+                turn_id: row.get(1)?,
+                event_type: row.get(2)?,
+                json: row.get(3)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(events)
+}
+
+fn integrity_check(conn: &Connection) -> Result<String, StoreError> {
+    // One row "ok", or one row per problem found.
+    let lines = conn
+        .prepare("PRAGMA integrity_check")?
+        .query_map([], |row| row.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(lines.join("\n"))
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}

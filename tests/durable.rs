@@ -1,0 +1,443 @@
+//! Durable sessions through the real binary and real SQLite files: SIGKILL at a pending
+//! approval, during an approved shell command, and at 50 seeded random points of a turn with
+//! reads, a write and shell calls; then restart, load and continue. Nothing acknowledged is
+//! lost, no side effect runs twice, and the database stays intact.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::*;
+
+fn database(data_dir: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(data_dir.join("tandem.sqlite3")).expect("open the session database")
+}
+
+fn count_lines(path: &Path, needle: &str) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.trim() == needle)
+        .count()
+}
+
+#[tokio::test]
+async fn sigkill_at_a_pending_approval_then_resume_and_write_once() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_call_reply(
+        "w1",
+        "write_file",
+        json!({"path": "once.txt", "content": "written once\n"}),
+    ));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "write it").await;
+    let approval = t.wait_approval(&sid).await;
+    let request_id = approval["requestId"].as_str().unwrap().to_owned();
+    let seen = t.events(&sid).len() as u64;
+    t.kill().await;
+    assert!(!ws.path().join("once.txt").exists());
+
+    mock.push(Script::text_reply("done after the restart"));
+    let t = t.respawn().await;
+    t.initialize().await;
+    let loaded = t.load_session(&sid).await;
+    assert_eq!(loaded["state"], "running");
+    let pending = loaded["pending"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{loaded:#}");
+    assert_eq!(pending[0]["type"], "approvalRequested");
+    assert_eq!(
+        pending[0]["requestId"],
+        request_id.as_str(),
+        "same request id after restart"
+    );
+    let messages = loaded["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["role"], "user");
+    assert_eq!(messages[0]["text"], "write it");
+    assert_eq!(messages[1]["toolCalls"][0]["toolCallId"], "w1");
+
+    // The resumed turn asks again with the same id; answering it continues the turn.
+    let again = t.wait_approval(&sid).await;
+    assert_eq!(again["requestId"], request_id.as_str());
+    t.approve(&sid, &request_id, "once", None, None).await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "completed");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("once.txt")).unwrap(),
+        "written once\n"
+    );
+    let events = t.events(&sid);
+    assert_eq!(
+        events[0]["seq"].as_u64().unwrap(),
+        seen + 1,
+        "seq continues across the restart"
+    );
+    assert_seq_contiguous(&events);
+    let request = mock.request(1);
+    let results: Vec<&Value> = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(results.len(), 1);
+    assert!(results[0]["content"].as_str().unwrap().starts_with("Wrote"));
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_answered_approval_is_not_asked_again_after_a_crash() {
+    let ws = workspace();
+    let gate = Gate::new();
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_calls(vec![
+        (
+            "s1",
+            "shell",
+            json!({"command": "echo first >> log"}).to_string(),
+        ),
+        (
+            "s2",
+            "shell",
+            json!({"command": "echo second >> log"}).to_string(),
+        ),
+    ]));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "run both").await;
+    let first = t.wait_approval(&sid).await;
+    t.approve(
+        &sid,
+        first["requestId"].as_str().unwrap(),
+        "once",
+        None,
+        None,
+    )
+    .await;
+    // The first call is approved; the crash comes while the second waits.
+    let second = t
+        .wait_event(&sid, |e| {
+            e["type"] == "approvalRequested" && e["toolCallId"] == "s2"
+        })
+        .await;
+    t.kill().await;
+    assert!(
+        !ws.path().join("log").exists(),
+        "nothing ran before both were authorized"
+    );
+
+    mock.push(Script::text_reply("both ran").hold_head_until(&gate));
+    let t = t.respawn().await;
+    t.initialize().await;
+    let loaded = t.load_session(&sid).await;
+    let pending = loaded["pending"].as_array().unwrap();
+    assert_eq!(
+        pending.len(),
+        1,
+        "only the unanswered approval is pending: {loaded:#}"
+    );
+    assert_eq!(pending[0]["toolCallId"], "s2");
+    let again = t.wait_approval(&sid).await;
+    assert_eq!(
+        again["toolCallId"], "s2",
+        "s1's recorded approval is not asked again"
+    );
+    assert_eq!(again["requestId"], second["requestId"]);
+    t.approve(
+        &sid,
+        again["requestId"].as_str().unwrap(),
+        "once",
+        None,
+        None,
+    )
+    .await;
+    gate.open();
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "completed");
+    assert_eq!(count_lines(&ws.path().join("log"), "first"), 1);
+    assert_eq!(count_lines(&ws.path().join("log"), "second"), 1);
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn sigkill_during_an_approved_shell_command_reports_it_interrupted() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_call_reply(
+        "s1",
+        "shell",
+        json!({"command": "echo ran >> log; echo started; sleep 30"}),
+    ));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "run it").await;
+    let approval = t.wait_approval(&sid).await;
+    t.approve(
+        &sid,
+        approval["requestId"].as_str().unwrap(),
+        "once",
+        None,
+        None,
+    )
+    .await;
+    t.wait_event(&sid, |e| {
+        e["type"] == "toolCallUpdate" && e["output"].as_str().is_some_and(|o| o.contains("started"))
+    })
+    .await;
+    t.kill().await;
+
+    mock.push(Script::text_reply("I see it was interrupted"));
+    let t = t.respawn().await;
+    t.initialize().await;
+    let loaded = t.load_session(&sid).await;
+    assert_eq!(loaded["state"], "idle");
+    assert!(loaded["pending"].as_array().unwrap().is_empty());
+    let call = &loaded["messages"][1]["toolCalls"][0];
+    assert_eq!(call["toolCallId"], "s1");
+    assert_eq!(call["status"], "interrupted", "{loaded:#}");
+    assert!(call["result"].as_str().unwrap().contains("not run again"));
+    t.prompt(&sid, "what happened?").await;
+    t.wait_turn_ended(&sid).await;
+    let told = mock.request(1).to_string();
+    assert!(told.contains("not run again"), "the model is told");
+    assert_eq!(
+        count_lines(&ws.path().join("log"), "ran"),
+        1,
+        "never re-run"
+    );
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_fresh_process_loads_the_whole_history_in_order() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let mock = MockLlm::start().await;
+    mock.push(
+        Script::new()
+            .role()
+            .reasoning("look first")
+            .text("Reading.")
+            .tool_call("r1", "read_file", json!({"path": "a.txt"}).to_string())
+            .finish("tool_calls")
+            .usage(50, 5)
+            .done(),
+    );
+    mock.push(Script::tool_call_reply(
+        "w1",
+        "write_file",
+        json!({"path": "b.txt", "content": "beta\n"}),
+    ));
+    mock.push(Script::text_reply("All done."));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "copy it").await;
+    let approval = t.wait_approval(&sid).await;
+    t.approve(
+        &sid,
+        approval["requestId"].as_str().unwrap(),
+        "alwaysTool",
+        None,
+        None,
+    )
+    .await;
+    t.wait_turn_ended(&sid).await;
+    t.switch_model(&sid, "mock-2").await;
+    let live = t.load_session(&sid).await;
+    let t = {
+        t.kill().await;
+        t.respawn().await
+    };
+    t.initialize().await;
+    let list = t.request_ok("session/list", json!({})).await;
+    let listed = &list["sessions"][0];
+    assert_eq!(listed["sessionId"], sid.as_str());
+    assert_eq!(listed["title"], "copy it");
+    assert_eq!(listed["model"], "mock-2");
+    let loaded = t.load_session(&sid).await;
+    assert_eq!(
+        loaded["messages"], live["messages"],
+        "the store holds what memory held"
+    );
+    assert_eq!(loaded["model"], "mock-2");
+    let roles: Vec<&str> = loaded["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        vec!["user", "assistant", "assistant", "assistant", "notice"],
+        "{loaded:#}"
+    );
+    let messages = loaded["messages"].as_array().unwrap();
+    assert_eq!(messages[1]["reasoning"], "look first");
+    assert_eq!(messages[1]["toolCalls"][0]["status"], "completed");
+    assert!(messages[1]["toolCalls"][0]["result"]
+        .as_str()
+        .unwrap()
+        .contains("alpha"));
+    assert_eq!(messages[2]["toolCalls"][0]["diff"][0]["path"], "b.txt");
+    assert_eq!(messages[3]["text"], "All done.");
+    assert_eq!(messages[4]["kind"], "model_switch");
+    // The remembered rule survives: the next write is not asked.
+    mock.push(Script::tool_call_reply(
+        "w2",
+        "write_file",
+        json!({"path": "c.txt", "content": "gamma\n"}),
+    ));
+    mock.push(Script::text_reply("ok"));
+    t.prompt(&sid, "one more").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "completed");
+    assert!(t.events_of_type(&sid, "approvalRequested").is_empty());
+    assert!(ws.path().join("c.txt").exists());
+    t.shutdown().await;
+}
+
+/// A tiny deterministic generator, so every kill point can be reproduced from its seed.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+fn push_scenario(mock: &MockLlm) {
+    mock.push(Script::tool_calls(vec![
+        ("r1", "read_file", json!({"path": "a.txt"}).to_string()),
+        ("l1", "list_dir", json!({"path": "."}).to_string()),
+    ]));
+    mock.push(Script::tool_call_reply(
+        "s1",
+        "shell",
+        json!({"command": "echo s1 >> log; sleep 0.02"}),
+    ));
+    mock.push(Script::tool_call_reply(
+        "w1",
+        "write_file",
+        json!({"path": "b.txt", "content": "beta\n"}),
+    ));
+    mock.push(Script::tool_call_reply(
+        "s2",
+        "shell",
+        json!({"command": "echo s2 >> log; sleep 0.02"}),
+    ));
+    mock.push(
+        Script::new()
+            .role()
+            .text("All ")
+            .text("done ")
+            .text("now.")
+            .finish("stop")
+            .done(),
+    );
+}
+
+#[tokio::test]
+async fn sigkill_at_fifty_random_points_loses_nothing_and_repeats_nothing() {
+    let mut rng = SplitMix(0x7A4D_E3C0);
+    for round in 0..50 {
+        let ws = workspace();
+        std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+        let mock = MockLlm::start().await;
+        push_scenario(&mock);
+        let t = Tandem::start(&mock).await;
+        let sid = t
+            .new_session_with(ws.path(), json!({"mode": "fullAuto"}))
+            .await["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        t.prompt(&sid, "do the scenario").await;
+        // Kill after a random number of events, plus a random sub-millisecond offset so the
+        // kill also lands inside tool runs and commits, not only between events.
+        let target = 1 + (rng.next() % 40) as usize;
+        let offset = Duration::from_micros(rng.next() % 2_000);
+        t.wait_event(&sid, |_| true).await;
+        loop {
+            let events = t.events(&sid);
+            if events.len() >= target || events.iter().any(|e| e["type"] == "turnEnded") {
+                break;
+            }
+            t.wait_event(&sid, |_| true).await;
+        }
+        tokio::time::sleep(offset).await;
+        t.kill().await;
+        let acknowledged = t.events(&sid);
+
+        // Everything the client saw that is persisted as a row is in the database.
+        {
+            let db = database(t.data_dir());
+            let check: String = db
+                .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(check, "ok", "round {round}");
+            for event in &acknowledged {
+                let ty = event["type"].as_str().unwrap();
+                let streamed = ty == "assistantDelta"
+                    || ty == "reasoningDelta"
+                    || (ty == "toolCallUpdate" && event.get("output").is_some());
+                if streamed {
+                    continue;
+                }
+                let seq = event["seq"].as_i64().unwrap();
+                let stored: Option<String> = db
+                    .query_row(
+                        "SELECT type FROM events WHERE session_id = ?1 AND seq = ?2",
+                        rusqlite::params![sid, seq],
+                        |r| r.get(0),
+                    )
+                    .ok();
+                assert_eq!(
+                    stored.as_deref(),
+                    Some(ty),
+                    "round {round}: acknowledged event seq {seq} ({ty}) lost"
+                );
+            }
+        }
+
+        // Restart, load, and let the turn finish; extra replies cover any resumed requests.
+        for _ in 0..4 {
+            mock.push(Script::text_reply("resumed and done"));
+        }
+        let t = t.respawn().await;
+        t.initialize().await;
+        let loaded = t.load_session(&sid).await;
+        if loaded["state"] == "running" {
+            let ended = t.wait_turn_ended(&sid).await;
+            assert_ne!(ended["reason"], "error", "round {round}: {ended}");
+        }
+        let log = ws.path().join("log");
+        assert!(count_lines(&log, "s1") <= 1, "round {round}: s1 ran twice");
+        assert!(count_lines(&log, "s2") <= 1, "round {round}: s2 ran twice");
+        // A shell call recorded as completed really ran exactly once.
+        let loaded = t.load_session(&sid).await;
+        for message in loaded["messages"].as_array().unwrap() {
+            for call in message["toolCalls"].as_array().into_iter().flatten() {
+                let id = call["toolCallId"].as_str().unwrap();
+                if (id == "s1" || id == "s2") && call["status"] == "completed" {
+                    assert_eq!(
+                        count_lines(&log, id),
+                        1,
+                        "round {round}: {id} completed but log says otherwise"
+                    );
+                }
+                assert!(
+                    call.get("status").is_some(),
+                    "round {round}: {id} left without a result: {loaded:#}"
+                );
+            }
+        }
+        t.shutdown().await;
+    }
+}

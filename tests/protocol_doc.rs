@@ -1,0 +1,1299 @@
+//! `protocol.md` is checked against the wire types in `src/protocol`, so the two cannot drift apart.
+//!
+//! The document marks every example with its fence's info string: `json request M`, `json response M`,
+//! `json event T` (a whole `session/event` notification) and `json error` (a whole error response).
+//! These tests extract every block and fail when:
+//! - a method of `method::ALL` or an event type of `EVENT_TYPES` has no `## Method`/`## Event` section, or
+//!   its section has no example (a method needs a request and a response, an event one notification);
+//! - an example does not decode into its Rust type, or re-encoding the decoded value does not give back the
+//!   same JSON (so every documented field is a real field and no required field is missing);
+//! - no example of a type shows one of its fields, optional ones included (checked against a value with
+//!   every field set, built below: adding a field to a wire type breaks the build here until it is
+//!   documented and exemplified);
+//! - an error example's `data.kind` is not an `ErrorKind`, or its `code` is not `kind.code()`;
+//! - an `ErrorKind` (or a value of another wire enum) is never mentioned in the document.
+//!
+//! Run with `cargo test --test protocol_doc`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tandem::protocol::*;
+
+// ---------------------------------------------------------------------------------------------
+// Reading the document
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Section {
+    /// Before the first `## ` heading.
+    Preamble,
+    Method(String),
+    Event(String),
+    Other(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    Request(String),
+    Response(String),
+    Event(String),
+    Error,
+}
+
+#[derive(Debug, Clone)]
+struct Block {
+    /// 1-based line of the opening fence, for messages.
+    line: usize,
+    info: String,
+    body: String,
+    section: Section,
+}
+
+#[derive(Debug, Clone)]
+struct Example {
+    line: usize,
+    kind: Kind,
+    value: Value,
+    section: Section,
+}
+
+struct Doc {
+    text: String,
+    blocks: Vec<Block>,
+    /// The `## ` headings, in order.
+    sections: Vec<Section>,
+    /// For each `## Method` section: the text of its `**Errors:**` paragraph.
+    errors_lines: BTreeMap<String, String>,
+}
+
+impl Doc {
+    fn load() -> Doc {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol.md");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        Doc::parse(text)
+    }
+
+    fn parse(text: String) -> Doc {
+        let mut blocks = Vec::new();
+        let mut sections = Vec::new();
+        let mut errors_lines = BTreeMap::new();
+        let mut section = Section::Preamble;
+        let mut open: Option<(usize, String, String)> = None;
+        let mut in_errors = false;
+        for (index, line) in text.lines().enumerate() {
+            if let Some((start, info, body)) = open.as_mut() {
+                if line.trim_end() == "```" {
+                    blocks.push(Block {
+                        line: *start,
+                        info: info.clone(),
+                        body: std::mem::take(body),
+                        section: section.clone(),
+                    });
+                    open = None;
+                } else {
+                    body.push_str(line);
+                    body.push('\n');
+                }
+                continue;
+            }
+            if let Some(info) = line.strip_prefix("```") {
+                open = Some((index + 1, info.trim().to_owned(), String::new()));
+                in_errors = false;
+                continue;
+            }
+            if let Some(heading) = line.strip_prefix("## ") {
+                section = parse_heading(heading.trim());
+                sections.push(section.clone());
+                in_errors = false;
+                continue;
+            }
+            if line.trim().is_empty() {
+                in_errors = false;
+                continue;
+            }
+            if let Section::Method(m) = &section {
+                if line.starts_with("**Errors:**") {
+                    in_errors = true;
+                }
+                if in_errors {
+                    let entry: &mut String = errors_lines.entry(m.clone()).or_default();
+                    entry.push_str(line);
+                    entry.push('\n');
+                }
+            }
+        }
+        assert!(
+            open.is_none(),
+            "protocol.md: a fenced block is never closed"
+        );
+        Doc {
+            text,
+            blocks,
+            sections,
+            errors_lines,
+        }
+    }
+
+    /// Every `json …` block, classified and parsed. Problems with the blocks themselves go to `failures`.
+    fn examples(&self, failures: &mut Vec<String>) -> Vec<Example> {
+        let mut out = Vec::new();
+        for block in &self.blocks {
+            let words: Vec<&str> = block.info.split_whitespace().collect();
+            if words.first().map(|w| w.starts_with("json")) != Some(true) {
+                continue;
+            }
+            let at = format!("protocol.md:{} (```{})", block.line, block.info);
+            let kind = match words.as_slice() {
+                ["json", "request", m] => Kind::Request((*m).to_owned()),
+                ["json", "response", m] => Kind::Response((*m).to_owned()),
+                ["json", "event", t] => Kind::Event((*t).to_owned()),
+                ["json", "error"] => Kind::Error,
+                _ => {
+                    failures.push(format!(
+                        "{at}: unknown info string; use `json request M`, `json response M`, `json event T` or `json error`"
+                    ));
+                    continue;
+                }
+            };
+            match &kind {
+                Kind::Request(m) | Kind::Response(m) if !method::ALL.contains(&m.as_str()) => {
+                    failures.push(format!("{at}: `{m}` is not a method in method::ALL"));
+                    continue;
+                }
+                Kind::Event(t) if !EVENT_TYPES.contains(&t.as_str()) => {
+                    failures.push(format!("{at}: `{t}` is not an event type in EVENT_TYPES"));
+                    continue;
+                }
+                _ => {}
+            }
+            // An example inside a method's or an event's own section must be about that one.
+            match (&kind, &block.section) {
+                (Kind::Request(m) | Kind::Response(m), Section::Method(s)) if m != s => {
+                    failures.push(format!(
+                        "{at}: an example for `{m}` inside the section of `{s}`"
+                    ));
+                }
+                (Kind::Event(t), Section::Event(s)) if t != s => {
+                    failures.push(format!("{at}: a `{t}` example inside the section of `{s}`"));
+                }
+                _ => {}
+            }
+            match serde_json::from_str::<Value>(&block.body) {
+                Ok(value) => out.push(Example {
+                    line: block.line,
+                    kind,
+                    value,
+                    section: block.section.clone(),
+                }),
+                Err(e) => failures.push(format!("{at}: not valid JSON: {e}")),
+            }
+        }
+        out
+    }
+}
+
+fn parse_heading(heading: &str) -> Section {
+    fn quoted(rest: &str) -> Option<String> {
+        let inner = rest.strip_prefix('`')?.strip_suffix('`')?;
+        (!inner.is_empty() && !inner.contains('`')).then(|| inner.to_owned())
+    }
+    if let Some(name) = heading.strip_prefix("Method ").and_then(quoted) {
+        return Section::Method(name);
+    }
+    if let Some(name) = heading.strip_prefix("Event ").and_then(quoted) {
+        return Section::Event(name);
+    }
+    Section::Other(heading.to_owned())
+}
+
+fn check(failures: Vec<String>) {
+    assert!(
+        failures.is_empty(),
+        "protocol.md and src/protocol disagree:\n- {}",
+        failures.join("\n- ")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding helpers
+
+/// Decode `value` as `T` and require that encoding it again gives the same JSON.
+fn round_trip<T: DeserializeOwned + Serialize>(value: &Value) -> Result<T, String> {
+    let parsed: T = serde_json::from_value(value.clone()).map_err(|e| {
+        format!(
+            "does not decode into {}: {e}",
+            std::any::type_name::<T>()
+                .rsplit("::")
+                .next()
+                .unwrap_or("?")
+        )
+    })?;
+    let again = serde_json::to_value(&parsed).map_err(|e| e.to_string())?;
+    if &again != value {
+        return Err(format!(
+            "re-encoding the decoded {} gives different JSON (a field the type does not have, or a default written out):\n    doc:  {value}\n    code: {again}",
+            std::any::type_name::<T>().rsplit("::").next().unwrap_or("?")
+        ));
+    }
+    Ok(parsed)
+}
+
+fn envelope(value: &Value, what: &str) -> Result<serde_json::Map<String, Value>, String> {
+    let object = value
+        .as_object()
+        .ok_or_else(|| format!("a {what} must be a JSON object"))?;
+    if object.get("jsonrpc") != Some(&json!("2.0")) {
+        return Err(format!("a {what} needs \"jsonrpc\": \"2.0\""));
+    }
+    Ok(object.clone())
+}
+
+fn allow_keys(object: &serde_json::Map<String, Value>, allowed: &[&str]) -> Result<(), String> {
+    match object.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(format!("unexpected member `{k}` (allowed: {allowed:?})")),
+        None => Ok(()),
+    }
+}
+
+/// The params of a request for `m`, checked against its params type.
+fn check_params(m: &str, params: &Value) -> Result<(), String> {
+    match m {
+        method::INITIALIZE => {
+            let p: InitializeParams = round_trip(params)?;
+            if p.protocol_version != PROTOCOL_VERSION {
+                return Err(format!(
+                    "protocolVersion {} but the server speaks {PROTOCOL_VERSION}",
+                    p.protocol_version
+                ));
+            }
+        }
+        method::SESSION_NEW => {
+            round_trip::<SessionNewParams>(params)?;
+        }
+        method::SESSION_LIST => {
+            // No params type in src/protocol yet: `{cwd?: string}`.
+            let object = params.as_object().ok_or("params must be an object")?;
+            allow_keys(object, &["cwd"])?;
+            if object.get("cwd").is_some_and(|c| !c.is_string()) {
+                return Err("`cwd` must be a string".into());
+            }
+        }
+        method::SESSION_LOAD | method::STOP | method::RETRY => {
+            round_trip::<SessionIdParams>(params)?;
+        }
+        method::PROMPT => {
+            round_trip::<PromptParams>(params)?;
+        }
+        method::STEER => {
+            round_trip::<SteerParams>(params)?;
+        }
+        method::APPROVE => {
+            round_trip::<ApproveParams>(params)?;
+        }
+        method::ANSWER => {
+            round_trip::<AnswerParams>(params)?;
+        }
+        method::SWITCH_MODEL => {
+            round_trip::<SwitchModelParams>(params)?;
+        }
+        method::SET_MODE => {
+            round_trip::<SetModeParams>(params)?;
+        }
+        method::SHUTDOWN => {
+            if params != &json!({}) {
+                return Err("shutdown takes no params".into());
+            }
+        }
+        other => {
+            return Err(format!(
+                "no params type is mapped for `{other}`; add it to check_params in tests/protocol_doc.rs"
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// The result of a response to `m`, checked against its result type.
+fn check_result(m: &str, result: &Value) -> Result<(), String> {
+    match m {
+        method::INITIALIZE => {
+            let r: InitializeResult = round_trip(result)?;
+            if r.protocol_version != PROTOCOL_VERSION {
+                return Err(format!(
+                    "protocolVersion {} but the server speaks {PROTOCOL_VERSION}",
+                    r.protocol_version
+                ));
+            }
+            if !r.models.iter().any(|model| model.id == r.default_model) {
+                return Err("defaultModel is not one of the models".into());
+            }
+        }
+        method::SESSION_NEW => {
+            round_trip::<SessionNewResult>(result)?;
+        }
+        method::SESSION_LIST => check_session_list(result)?,
+        method::PROMPT | method::RETRY => {
+            round_trip::<PromptResult>(result)?;
+        }
+        method::STOP => {
+            round_trip::<StopResult>(result)?;
+        }
+        method::STEER => {
+            let r: SteerResult = round_trip(result)?;
+            if !r.queued {
+                return Err("steer answers {queued: true} or an error".into());
+            }
+        }
+        method::APPROVE | method::ANSWER | method::SET_MODE => {
+            round_trip::<EmptyResult>(result)?;
+        }
+        method::SWITCH_MODEL => {
+            round_trip::<SwitchModelResult>(result)?;
+        }
+        method::SHUTDOWN => {
+            if !result.is_null() {
+                return Err("shutdown's result is null".into());
+            }
+        }
+        method::SESSION_LOAD => {
+            return Err(
+                "session/load has no result type in src/protocol yet (this build answers `unsupported`); add one and map it in check_result"
+                    .into(),
+            )
+        }
+        other => {
+            return Err(format!(
+                "no result type is mapped for `{other}`; add it to check_result in tests/protocol_doc.rs"
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// `session/list` builds its result ad hoc (src/server/mod.rs); check the documented shape.
+fn check_session_list(result: &Value) -> Result<(), String> {
+    let object = result.as_object().ok_or("the result must be an object")?;
+    allow_keys(object, &["sessions"])?;
+    let sessions = object
+        .get("sessions")
+        .and_then(Value::as_array)
+        .ok_or("`sessions` must be an array")?;
+    for session in sessions {
+        let s = session.as_object().ok_or("a session must be an object")?;
+        allow_keys(s, &["sessionId", "cwd", "title", "model", "updatedAt"])?;
+        for key in ["sessionId", "cwd", "model"] {
+            if !s.get(key).is_some_and(Value::is_string) {
+                return Err(format!("session `{key}` must be a string"));
+            }
+        }
+        if !s.get("title").is_some_and(|t| t.is_string() || t.is_null()) {
+            return Err(
+                "session `title` must be a string or null (the server always sends it)".into(),
+            );
+        }
+        if !s.get("updatedAt").is_some_and(Value::is_u64) {
+            return Err("session `updatedAt` must be a number (ms since the epoch)".into());
+        }
+    }
+    Ok(())
+}
+
+/// A whole error response.
+fn check_error_response(value: &Value) -> Result<ErrorKind, String> {
+    let object = envelope(value, "response")?;
+    allow_keys(&object, &["jsonrpc", "id", "error"])?;
+    match object.get("id") {
+        Some(Value::Null | Value::Number(_) | Value::String(_)) => {}
+        _ => return Err("an error response needs an `id` (null when unreadable)".into()),
+    }
+    let error = object.get("error").ok_or("no `error` member")?;
+    let parsed: RpcErrorObject = round_trip(error)?;
+    if parsed.code != parsed.data.kind.code() {
+        return Err(format!(
+            "code {} but kind {:?} goes with {}",
+            parsed.code,
+            parsed.data.kind,
+            parsed.data.kind.code()
+        ));
+    }
+    if parsed.message.trim().is_empty() {
+        return Err("an error needs a message".into());
+    }
+    Ok(parsed.data.kind)
+}
+
+fn check_request(m: &str, value: &Value) -> Result<(), String> {
+    let object = envelope(value, "request")?;
+    allow_keys(&object, &["jsonrpc", "id", "method", "params"])?;
+    if object.get("method") != Some(&json!(m)) {
+        return Err(format!("`method` must be \"{m}\""));
+    }
+    match object.get("id") {
+        Some(Value::Number(_) | Value::String(_)) => {}
+        _ => return Err("a request example needs a number or string `id`".into()),
+    }
+    let params = match object.get("params") {
+        None | Some(Value::Null) => json!({}),
+        Some(p) => p.clone(),
+    };
+    check_params(m, &params)
+}
+
+/// A response to `m`: a result, or an error whose kind the section's **Errors:** line lists.
+fn check_response(doc: &Doc, m: &str, value: &Value) -> Result<(), String> {
+    let object = envelope(value, "response")?;
+    if object.contains_key("error") {
+        let kind = check_error_response(value)?;
+        let listed = doc.errors_lines.get(m).map(String::as_str).unwrap_or("");
+        let name = serde_json::to_value(kind).unwrap();
+        let name = name.as_str().unwrap_or_default();
+        if !listed.contains(&format!("`{name}`")) {
+            return Err(format!(
+                "an error of kind `{name}`, which the section's **Errors:** line does not list"
+            ));
+        }
+        return Ok(());
+    }
+    allow_keys(&object, &["jsonrpc", "id", "result"])?;
+    match object.get("id") {
+        Some(Value::Number(_) | Value::String(_)) => {}
+        _ => {
+            return Err("a response example needs the number or string `id` of its request".into())
+        }
+    }
+    let result = object
+        .get("result")
+        .ok_or("no `result` (or `error`) member")?;
+    check_result(m, result)
+}
+
+/// A whole `session/event` notification of type `t`; returns the decoded params.
+fn check_event(t: &str, value: &Value) -> Result<SessionEventParams, String> {
+    let object = envelope(value, "notification")?;
+    allow_keys(&object, &["jsonrpc", "method", "params"])?;
+    if object.get("method") != Some(&json!(method::SESSION_EVENT)) {
+        return Err(format!("`method` must be \"{}\"", method::SESSION_EVENT));
+    }
+    let params = object.get("params").ok_or("no `params`")?;
+    let parsed: SessionEventParams = round_trip(params)?;
+    if parsed.event.type_name() != t {
+        return Err(format!(
+            "the event decodes as `{}`, not `{t}`",
+            parsed.event.type_name()
+        ));
+    }
+    if parsed.seq == 0 {
+        return Err("seq starts at 1".into());
+    }
+    Ok(parsed)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values with every field set, for the coverage check. Struct literals on purpose: a field added to a
+// wire type breaks the build here, which is the reminder to document it and show it in an example.
+
+fn full_events() -> Vec<Event> {
+    let diff = || {
+        Some(vec![DiffEntry {
+            path: "a.txt".into(),
+            old_text: Some("old\n".into()),
+            new_text: "new\n".into(),
+            unified: "-old\n+new\n".into(),
+        }])
+    };
+    let events = vec![
+        Event::TurnStarted { model: "m".into() },
+        Event::AssistantDelta { text: "t".into() },
+        Event::ReasoningDelta { text: "t".into() },
+        Event::AssistantMessage {
+            text: "t".into(),
+            reasoning: Some("r".into()),
+        },
+        Event::ToolCall {
+            tool_call_id: "c".into(),
+            name: "read_file".into(),
+            kind: ToolKind::Read,
+            title: "Read a".into(),
+            arguments: json!({}),
+            locations: Some(vec![Location {
+                path: "/a".into(),
+                line: Some(1),
+            }]),
+        },
+        Event::ApprovalRequested {
+            request_id: "r".into(),
+            tool_call_id: "c".into(),
+            name: "shell".into(),
+            kind: ToolKind::Execute,
+            title: "Run".into(),
+            reason: "why".into(),
+            arguments: json!({}),
+            diff: diff(),
+            command: Some("ls".into()),
+            cwd: Some("/".into()),
+            options: vec![ApprovalOption {
+                decision: Decision::AlwaysCommand,
+                label: "l".into(),
+                command_prefix: Some("ls".into()),
+            }],
+        },
+        Event::ApprovalResolved {
+            request_id: "r".into(),
+            decision: Decision::Once,
+        },
+        Event::QuestionAsked {
+            request_id: "r".into(),
+            tool_call_id: "c".into(),
+            question: "q".into(),
+            choices: Some(vec!["a".into()]),
+            plan: Some("p".into()),
+        },
+        Event::ToolCallUpdate {
+            tool_call_id: "c".into(),
+            status: ToolStatus::Completed,
+            output: Some("o".into()),
+            result: Some("r".into()),
+            diff: diff(),
+        },
+        Event::SteeringApplied { text: "t".into() },
+        // `summary` on `compacting` is never set by this build (engine/turn.rs sends it empty, the
+        // summary comes with `compacted`), so no real example can show it.
+        Event::Compacting { summary: None },
+        Event::Compacted {
+            summary: Some("s".into()),
+        },
+        Event::ModelSwitched {
+            from: "a".into(),
+            to: "b".into(),
+            warning: Some("w".into()),
+        },
+        Event::Notice {
+            kind: NoticeKind::Warning,
+            text: "t".into(),
+        },
+        Event::Usage {
+            model: "m".into(),
+            input_tokens: 1,
+            output_tokens: 1,
+            cached_tokens: Some(1),
+        },
+        Event::TurnEnded {
+            reason: TurnEndReason::Error,
+            error: Some(TurnError {
+                message: "m".into(),
+                retriable: true,
+            }),
+        },
+    ];
+    // Exhaustive on purpose: a new variant must be added above.
+    for event in &events {
+        match event {
+            Event::TurnStarted { .. }
+            | Event::AssistantDelta { .. }
+            | Event::ReasoningDelta { .. }
+            | Event::AssistantMessage { .. }
+            | Event::ToolCall { .. }
+            | Event::ApprovalRequested { .. }
+            | Event::ApprovalResolved { .. }
+            | Event::QuestionAsked { .. }
+            | Event::ToolCallUpdate { .. }
+            | Event::SteeringApplied { .. }
+            | Event::Compacting { .. }
+            | Event::Compacted { .. }
+            | Event::ModelSwitched { .. }
+            | Event::Notice { .. }
+            | Event::Usage { .. }
+            | Event::TurnEnded { .. } => {}
+        }
+    }
+    events
+}
+
+/// Every field each method's params can carry (several values where the shape has alternatives).
+fn full_params(m: &str) -> Vec<Value> {
+    let v = |x: &dyn erased::Ser| x.value();
+    match m {
+        method::INITIALIZE => vec![v(&InitializeParams {
+            protocol_version: 1,
+            client_info: Some(ClientInfo {
+                name: "n".into(),
+                version: Some("v".into()),
+            }),
+            capabilities: Some(ClientCapabilities {
+                approvals: Some(true),
+            }),
+        })],
+        method::SESSION_NEW => vec![v(&SessionNewParams {
+            cwd: "/".into(),
+            model: Some("m".into()),
+            mode: Some(Mode::Ask),
+        })],
+        method::SESSION_LIST => vec![json!({"cwd": "/"})],
+        method::SESSION_LOAD | method::STOP | method::RETRY => vec![v(&SessionIdParams {
+            session_id: "s".into(),
+        })],
+        method::PROMPT => vec![
+            v(&PromptParams {
+                session_id: "s".into(),
+                content: PromptContent::Text("t".into()),
+            }),
+            v(&PromptParams {
+                session_id: "s".into(),
+                content: PromptContent::Parts(vec![
+                    ContentPart::Text { text: "t".into() },
+                    ContentPart::Image {
+                        mime_type: "image/png".into(),
+                        data: "AA==".into(),
+                    },
+                ]),
+            }),
+        ],
+        method::STEER => vec![v(&SteerParams {
+            session_id: "s".into(),
+            text: "t".into(),
+        })],
+        method::APPROVE => vec![v(&ApproveParams {
+            session_id: "s".into(),
+            request_id: "r".into(),
+            decision: Decision::Deny,
+            message: Some("m".into()),
+            edited_content: Some("e".into()),
+        })],
+        method::ANSWER => vec![v(&AnswerParams {
+            session_id: "s".into(),
+            request_id: "r".into(),
+            answer: "a".into(),
+        })],
+        method::SWITCH_MODEL => vec![v(&SwitchModelParams {
+            session_id: "s".into(),
+            model: "m".into(),
+        })],
+        method::SET_MODE => vec![v(&SetModeParams {
+            session_id: "s".into(),
+            mode: Mode::Plan,
+        })],
+        _ => vec![],
+    }
+}
+
+/// Every field each method's result can carry; none for methods answered only with errors.
+fn full_results(m: &str) -> Vec<Value> {
+    let v = |x: &dyn erased::Ser| x.value();
+    match m {
+        method::INITIALIZE => vec![v(&InitializeResult {
+            protocol_version: 1,
+            server_info: ServerInfo {
+                name: "tandem".into(),
+                version: "0".into(),
+            },
+            capabilities: ServerCapabilities {
+                session_store: false,
+                framing: Framing::Ndjson,
+                image_prompts: true,
+            },
+            models: vec![ModelInfo {
+                id: "m".into(),
+                provider: "p".into(),
+                name: "n".into(),
+                context_window: 1,
+                vision: false,
+            }],
+            default_model: "m".into(),
+        })],
+        method::SESSION_NEW => vec![v(&SessionNewResult {
+            session_id: "s".into(),
+            model: "m".into(),
+            mode: Mode::Ask,
+        })],
+        method::SESSION_LIST => vec![json!({"sessions": [{
+            "sessionId": "s", "cwd": "/", "title": "t", "model": "m", "updatedAt": 1
+        }]})],
+        method::PROMPT => vec![v(&PromptResult {
+            turn_id: "t".into(),
+        })],
+        method::STOP => vec![v(&StopResult { stopped: true })],
+        method::STEER => vec![v(&SteerResult { queued: true })],
+        method::APPROVE | method::ANSWER | method::SET_MODE => vec![v(&EmptyResult {})],
+        method::SWITCH_MODEL => vec![v(&SwitchModelResult {
+            model: "m".into(),
+            warning: Some("w".into()),
+        })],
+        _ => vec![],
+    }
+}
+
+/// Serialize through a trait object, so the tables above can mix types.
+mod erased {
+    pub trait Ser {
+        fn value(&self) -> serde_json::Value;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn value(&self) -> serde_json::Value {
+            serde_json::to_value(self).expect("serializable")
+        }
+    }
+}
+
+/// The member paths of a JSON value: `a`, `a.b`, `a[].c`. Free-form `arguments` are not descended into.
+fn paths(value: &Value, prefix: &str, out: &mut BTreeSet<String>) {
+    match value {
+        Value::Object(object) => {
+            for (key, child) in object {
+                let path = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
+                out.insert(path.clone());
+                if key != "arguments" {
+                    paths(child, &path, out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                paths(item, &format!("{prefix}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn missing_paths(full: &[Value], shown: &[&Value]) -> Vec<String> {
+    let mut want = BTreeSet::new();
+    for value in full {
+        paths(value, "", &mut want);
+    }
+    let mut have = BTreeSet::new();
+    for value in shown {
+        paths(value, "", &mut have);
+    }
+    want.difference(&have).cloned().collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Enumerations of the wire enums, each guarded by an exhaustive match.
+
+fn all_error_kinds() -> Vec<ErrorKind> {
+    use ErrorKind::*;
+    let all = vec![
+        ParseError,
+        InvalidRequest,
+        MethodNotFound,
+        InvalidParams,
+        FrameTooLarge,
+        Internal,
+        NotInitialized,
+        UnsupportedProtocolVersion,
+        TurnInProgress,
+        NoTurnRunning,
+        UnknownSession,
+        StaleApproval,
+        UnknownModel,
+        InvalidMode,
+        InvalidCwd,
+        RetryUnavailable,
+        Unsupported,
+    ];
+    for kind in &all {
+        match kind {
+            ParseError
+            | InvalidRequest
+            | MethodNotFound
+            | InvalidParams
+            | FrameTooLarge
+            | Internal
+            | NotInitialized
+            | UnsupportedProtocolVersion
+            | TurnInProgress
+            | NoTurnRunning
+            | UnknownSession
+            | StaleApproval
+            | UnknownModel
+            | InvalidMode
+            | InvalidCwd
+            | RetryUnavailable
+            | Unsupported => {}
+        }
+    }
+    all
+}
+
+/// `(enum name, wire value)` for every value of every other wire enum.
+fn all_enum_values() -> Vec<(&'static str, Value)> {
+    let mut out = Vec::new();
+    let mut add = |name: &'static str, values: Vec<Value>| {
+        out.extend(values.into_iter().map(|v| (name, v)));
+    };
+    let to = |x: &dyn erased::Ser| x.value();
+
+    let modes = [Mode::Ask, Mode::AutoEdit, Mode::Plan, Mode::FullAuto];
+    for m in &modes {
+        match m {
+            Mode::Ask | Mode::AutoEdit | Mode::Plan | Mode::FullAuto => {}
+        }
+    }
+    add("Mode", modes.iter().map(|x| to(x)).collect());
+
+    let decisions = [
+        Decision::Once,
+        Decision::AlwaysTool,
+        Decision::AlwaysCommand,
+        Decision::Deny,
+    ];
+    for d in &decisions {
+        match d {
+            Decision::Once | Decision::AlwaysTool | Decision::AlwaysCommand | Decision::Deny => {}
+        }
+    }
+    add("Decision", decisions.iter().map(|x| to(x)).collect());
+
+    let kinds = [
+        ToolKind::Read,
+        ToolKind::Search,
+        ToolKind::Edit,
+        ToolKind::Delete,
+        ToolKind::Move,
+        ToolKind::Execute,
+        ToolKind::Think,
+        ToolKind::Fetch,
+        ToolKind::Other,
+    ];
+    for k in &kinds {
+        match k {
+            ToolKind::Read
+            | ToolKind::Search
+            | ToolKind::Edit
+            | ToolKind::Delete
+            | ToolKind::Move
+            | ToolKind::Execute
+            | ToolKind::Think
+            | ToolKind::Fetch
+            | ToolKind::Other => {}
+        }
+    }
+    add("ToolKind", kinds.iter().map(|x| to(x)).collect());
+
+    let statuses = [
+        ToolStatus::Running,
+        ToolStatus::Completed,
+        ToolStatus::Failed,
+        ToolStatus::Denied,
+        ToolStatus::Interrupted,
+    ];
+    for s in &statuses {
+        match s {
+            ToolStatus::Running
+            | ToolStatus::Completed
+            | ToolStatus::Failed
+            | ToolStatus::Denied
+            | ToolStatus::Interrupted => {}
+        }
+    }
+    add("ToolStatus", statuses.iter().map(|x| to(x)).collect());
+
+    let reasons = [
+        TurnEndReason::Completed,
+        TurnEndReason::Interrupted,
+        TurnEndReason::Error,
+        TurnEndReason::ContextExceeded,
+        TurnEndReason::MaxIterations,
+    ];
+    for r in &reasons {
+        match r {
+            TurnEndReason::Completed
+            | TurnEndReason::Interrupted
+            | TurnEndReason::Error
+            | TurnEndReason::ContextExceeded
+            | TurnEndReason::MaxIterations => {}
+        }
+    }
+    add("TurnEndReason", reasons.iter().map(|x| to(x)).collect());
+
+    let notices = [
+        NoticeKind::Error,
+        NoticeKind::Interrupted,
+        NoticeKind::ModelSwitch,
+        NoticeKind::Compacted,
+        NoticeKind::Retrying,
+        NoticeKind::Warning,
+    ];
+    for n in &notices {
+        match n {
+            NoticeKind::Error
+            | NoticeKind::Interrupted
+            | NoticeKind::ModelSwitch
+            | NoticeKind::Compacted
+            | NoticeKind::Retrying
+            | NoticeKind::Warning => {}
+        }
+    }
+    add("NoticeKind", notices.iter().map(|x| to(x)).collect());
+
+    let framings = [Framing::Ndjson, Framing::ContentLength];
+    for f in &framings {
+        match f {
+            Framing::Ndjson | Framing::ContentLength => {}
+        }
+    }
+    add("Framing", framings.iter().map(|x| to(x)).collect());
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checks
+
+#[test]
+fn every_json_block_is_a_labelled_example() {
+    let doc = Doc::load();
+    let mut failures = Vec::new();
+    let examples = doc.examples(&mut failures);
+    assert!(!examples.is_empty(), "protocol.md has no examples at all");
+    check(failures);
+}
+
+#[test]
+fn every_method_has_a_section_with_a_request_and_a_response() {
+    let doc = Doc::load();
+    let mut failures = Vec::new();
+    let examples = doc.examples(&mut failures);
+    for m in method::ALL {
+        let section = Section::Method((*m).to_owned());
+        if !doc.sections.contains(&section) {
+            failures.push(format!("method `{m}` has no `## Method `{m}`` section"));
+            continue;
+        }
+        let here = |want: &dyn Fn(&Kind) -> bool| {
+            examples
+                .iter()
+                .any(|e| e.section == section && want(&e.kind))
+        };
+        if !here(&|k| k == &Kind::Request((*m).to_owned())) {
+            failures.push(format!(
+                "method `{m}`: its section has no ```json request {m}``` example"
+            ));
+        }
+        if !here(&|k| k == &Kind::Response((*m).to_owned())) {
+            failures.push(format!(
+                "method `{m}`: its section has no ```json response {m}``` example"
+            ));
+        }
+    }
+    for section in &doc.sections {
+        match section {
+            Section::Method(m) if !method::ALL.contains(&m.as_str()) => failures.push(format!(
+                "section `## Method `{m}`` names no method in method::ALL"
+            )),
+            Section::Event(t) if !EVENT_TYPES.contains(&t.as_str()) => failures.push(format!(
+                "section `## Event `{t}`` names no type in EVENT_TYPES"
+            )),
+            _ => {}
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for section in &doc.sections {
+        if matches!(section, Section::Method(_) | Section::Event(_)) && !seen.insert(section) {
+            failures.push(format!("{section:?} appears twice"));
+        }
+    }
+    check(failures);
+}
+
+#[test]
+fn every_event_type_has_a_section_with_an_example() {
+    let doc = Doc::load();
+    let mut failures = Vec::new();
+    let examples = doc.examples(&mut failures);
+    for t in EVENT_TYPES {
+        let section = Section::Event((*t).to_owned());
+        if !doc.sections.contains(&section) {
+            failures.push(format!("event type `{t}` has no `## Event `{t}`` section"));
+            continue;
+        }
+        if !examples
+            .iter()
+            .any(|e| e.section == section && e.kind == Kind::Event((*t).to_owned()))
+        {
+            failures.push(format!(
+                "event type `{t}`: its section has no ```json event {t}``` example"
+            ));
+        }
+    }
+    // EVENT_TYPES and the Event enum list the same names.
+    let from_enum: BTreeSet<&str> = full_events().iter().map(Event::type_name).collect();
+    let listed: BTreeSet<&str> = EVENT_TYPES.iter().copied().collect();
+    if from_enum != listed {
+        failures.push(format!(
+            "EVENT_TYPES {listed:?} and the Event enum {from_enum:?} disagree"
+        ));
+    }
+    check(failures);
+}
+
+#[test]
+fn request_examples_decode_into_their_params_types() {
+    let doc = Doc::load();
+    let mut failures = Vec::new();
+    for example in doc.examples(&mut failures) {
+        if let Kind::Request(m) = &example.kind {
+            if let Err(e) = check_request(m, &example.value) {
+                failures.push(format!("protocol.md:{} (request {m}): {e}", example.line));
+            }
+        }
+    }
+    check(failures);
+}
+
+#[test]
+fn response_examples_decode_into_their_result_types() {
+    let doc = Doc::load();
+    let mut failures = Vec::new();
+    let examples = doc.examples(&mut failures);
+    for example in &examples {
+        if let Kind::Response(m) = &example.kind {
+            if let Err(e) = check_response(&doc, m, &example.value) {
+                failures.push(format!("protocol.md:{} (response {m}): {e}", example.line));
+            }
+        }
+    }
+    // The first response of each method section answers a request of that section (same id), so a
+    // reader can pair them; later responses may show other outcomes.
+    for m in method::ALL {
+        let section = &Section::Method((*m).to_owned());
+        let in_section = |kind: Kind| {
+            examples
+                .iter()
+                .filter(move |e| &e.section == section && e.kind == kind)
+        };
+        let Some(first) = in_section(Kind::Response((*m).to_owned())).next() else {
+            continue;
+        };
+        let id = first.value.get("id");
+        if !in_section(Kind::Request((*m).to_owned())).any(|r| r.value.get("id") == id) {
+            failures.push(format!(
+                "protocol.md:{} (response {m}): its id matches no request example in the section",
+                first.line
+            ));
+        }
+    }
+    check(failures);
+}
+
+#[test]
+fn event_examples_round_trip_through_session_event_params() {
+    let doc = Doc::load();
+    let mut failures = Vec::new();
+    let mut any_turn_id = false;
+    let mut any_without_turn_id = false;
+    for example in doc.examples(&mut failures) {
+        if let Kind::Event(t) = &example.kind {
+            match check_event(t, &example.value) {
+                Ok(parsed) => {
+                    any_turn_id |= parsed.turn_id.is_some();
+                    any_without_turn_id |= parsed.turn_id.is_none();
+                }
+                Err(e) => failures.push(format!("protocol.md:{} (event {t}): {e}", example.line)),
+            }
+        }
+    }
+    if !any_turn_id || !any_without_turn_id {
+        failures.push("the event examples should show `turnId` both present and absent".into());
+    }
+    check(failures);
+}
+
+#[test]
+fn error_examples_have_a_valid_kind_and_its_code() {
+    let doc = Doc::load();
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for example in doc.examples(&mut failures) {
+        if example.kind == Kind::Error {
+            count += 1;
+            if let Err(e) = check_error_response(&example.value) {
+                failures.push(format!("protocol.md:{} (error): {e}", example.line));
+            }
+        }
+    }
+    if count == 0 {
+        failures.push("protocol.md has no ```json error``` example".into());
+    }
+    check(failures);
+}
+
+#[test]
+fn every_error_kind_and_code_is_documented() {
+    let doc = Doc::load();
+    let mut failures = Vec::new();
+    for kind in all_error_kinds() {
+        let name = serde_json::to_value(kind).unwrap();
+        let name = name.as_str().unwrap().to_owned();
+        if !doc.text.contains(&format!("`{name}`")) {
+            failures.push(format!(
+                "ErrorKind `{name}` is not mentioned in protocol.md"
+            ));
+        }
+        let code = kind.code().to_string();
+        if !doc.text.contains(&code) {
+            failures.push(format!(
+                "code {code} (of `{name}`) is not mentioned in protocol.md"
+            ));
+        }
+    }
+    // Each method section's **Errors:** line names only real kinds.
+    for (m, line) in &doc.errors_lines {
+        for word in line.split('`').skip(1).step_by(2) {
+            let known = all_error_kinds()
+                .into_iter()
+                .any(|k| serde_json::to_value(k).unwrap() == json!(word));
+            if !known {
+                failures.push(format!(
+                    "method `{m}`: **Errors:** lists `{word}`, which is not an ErrorKind"
+                ));
+            }
+        }
+    }
+    check(failures);
+}
+
+#[test]
+fn every_wire_enum_value_is_documented() {
+    let doc = Doc::load();
+    let mut failures = Vec::new();
+    for (name, value) in all_enum_values() {
+        let text = value.as_str().expect("wire enums are strings");
+        if !doc.text.contains(&format!("`{text}`")) {
+            failures.push(format!(
+                "{name} value `{text}` is not mentioned in protocol.md"
+            ));
+        }
+    }
+    check(failures);
+}
+
+#[test]
+fn examples_show_every_field_of_every_type() {
+    let doc = Doc::load();
+    let mut failures = Vec::new();
+    let examples = doc.examples(&mut failures);
+
+    for event in full_events() {
+        let t = event.type_name();
+        let full = serde_json::to_value(&event).unwrap();
+        let shown: Vec<&Value> = examples
+            .iter()
+            .filter(|e| e.kind == Kind::Event(t.to_owned()))
+            .filter_map(|e| e.value.get("params"))
+            .collect();
+        for path in missing_paths(&[full], &shown) {
+            failures.push(format!("event `{t}`: no example shows the field `{path}`"));
+        }
+    }
+    for m in method::ALL {
+        let params: Vec<&Value> = examples
+            .iter()
+            .filter(|e| e.kind == Kind::Request((*m).to_owned()))
+            .filter_map(|e| e.value.get("params"))
+            .collect();
+        for path in missing_paths(&full_params(m), &params) {
+            failures.push(format!(
+                "method `{m}`: no request example shows the param `{path}`"
+            ));
+        }
+        let results: Vec<&Value> = examples
+            .iter()
+            .filter(|e| e.kind == Kind::Response((*m).to_owned()))
+            .filter_map(|e| e.value.get("result"))
+            .collect();
+        for path in missing_paths(&full_results(m), &results) {
+            failures.push(format!(
+                "method `{m}`: no response example shows the result field `{path}`"
+            ));
+        }
+    }
+    check(failures);
+}
+
+#[test]
+fn numbers_in_the_text_match_the_code() {
+    let doc = Doc::load();
+    let mut failures = Vec::new();
+    let cap = tandem::server::framing::MAX_FRAME_BYTES;
+    if !doc.text.contains(&cap.to_string()) {
+        failures.push(format!(
+            "the frame cap {cap} bytes is not stated in protocol.md"
+        ));
+    }
+    if cap % (1024 * 1024) == 0 && !doc.text.contains(&format!("{} MiB", cap / (1024 * 1024))) {
+        failures.push(format!(
+            "the frame cap is {} MiB; protocol.md does not say so",
+            cap / (1024 * 1024)
+        ));
+    }
+    for code in [
+        code::PARSE_ERROR,
+        code::INVALID_REQUEST,
+        code::METHOD_NOT_FOUND,
+        code::INVALID_PARAMS,
+        code::INTERNAL_ERROR,
+        code::APPLICATION_ERROR,
+    ] {
+        if !doc.text.contains(&format!("| {code} |")) {
+            failures.push(format!("code {code} has no row in the error code table"));
+        }
+    }
+    if !doc.text.contains(&format!(
+        "# tandem native protocol, version {PROTOCOL_VERSION}"
+    )) {
+        failures.push(format!(
+            "the title should name protocol version {PROTOCOL_VERSION}"
+        ));
+    }
+    check(failures);
+}
+
+/// The checks above must be able to fail: feed them broken examples and expect complaints.
+#[test]
+fn the_checks_catch_drift() {
+    // A field the code does not have.
+    let extra = json!({"jsonrpc":"2.0","method":"session/event","params":{"sessionId":"s","seq":1,"turnId":"t","type":"turnStarted","model":"m","colour":"red"}});
+    assert!(check_event("turnStarted", &extra).is_err());
+    // A required field missing.
+    let missing = json!({"jsonrpc":"2.0","method":"session/event","params":{"sessionId":"s","seq":1,"type":"usage","model":"m","inputTokens":1}});
+    assert!(check_event("usage", &missing).is_err());
+    // The wrong type name.
+    let wrong = json!({"jsonrpc":"2.0","method":"session/event","params":{"sessionId":"s","seq":1,"type":"assistantDelta","text":"x"}});
+    assert!(check_event("reasoningDelta", &wrong).is_err());
+    // An error with a code that does not match its kind, and one with an unknown kind.
+    let bad_code = json!({"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"m","data":{"kind":"turnInProgress"}}});
+    assert!(check_error_response(&bad_code).is_err());
+    let bad_kind = json!({"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"m","data":{"kind":"busy"}}});
+    assert!(check_error_response(&bad_kind).is_err());
+    // Params with a misspelt or unknown field, and a result of the wrong shape.
+    let params = json!({"jsonrpc":"2.0","id":1,"method":"approve","params":{"sessionId":"s","requestId":"r","decision":"allow"}});
+    assert!(check_request("approve", &params).is_err());
+    let params = json!({"jsonrpc":"2.0","id":1,"method":"steer","params":{"sessionId":"s","text":"t","urgent":true}});
+    assert!(check_request("steer", &params).is_err());
+    assert!(check_result("stop", &json!({"stopped":"yes"})).is_err());
+    // A field nobody shows.
+    let full = full_params(method::APPROVE);
+    let shown = json!({"sessionId":"s","requestId":"r","decision":"once"});
+    assert_eq!(
+        missing_paths(&full, &[&shown]),
+        vec!["editedContent".to_owned(), "message".to_owned()]
+    );
+    // A section without examples, an unlabelled block and a stray example.
+    let doc = Doc::parse(
+        "## Method `stop`\n\n```json\n{}\n```\n\n## Event `notice`\n\n```json event usage\n{}\n```\n".into(),
+    );
+    let mut failures = Vec::new();
+    let examples = doc.examples(&mut failures);
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(examples
+        .iter()
+        .all(|e| e.kind != Kind::Request("stop".into())));
+}
