@@ -225,7 +225,55 @@ pub struct SessionNewResult {
     pub mode: Mode,
 }
 
-/// Params of the methods that only name a session (`stop`, `retry`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionListParams {
+    /// Only sessions whose workspace is this absolute path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub session_id: String,
+    pub cwd: String,
+    /// The first prompt, shortened; absent until the first prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub model: String,
+    /// Milliseconds since the Unix epoch.
+    pub updated_at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionListResult {
+    pub sessions: Vec<SessionSummary>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SessionState {
+    Idle,
+    Running,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionLoadResult {
+    pub session_id: String,
+    pub cwd: String,
+    pub model: String,
+    pub mode: Mode,
+    pub state: SessionState,
+    /// The display history: user, assistant (with reasoning and tool calls carrying their
+    /// status, result and diff) and notice messages, in order.
+    pub messages: Vec<Value>,
+    /// The `approvalRequested`/`questionAsked` events still waiting for an answer.
+    pub pending: Vec<Value>,
+}
+
+/// Params of the methods that only name a session (`stop`, `retry`, `session/load`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionIdParams {

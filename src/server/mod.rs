@@ -455,24 +455,24 @@ impl Server {
                 Ok(())
             }
             method::SESSION_LIST => {
-                let filter: Option<String> =
-                    raw.get("cwd").and_then(Value::as_str).map(str::to_owned);
-                let sessions: Vec<Value> = match self.store().await? {
+                let p: wire::SessionListParams = params(raw)?;
+                let sessions: Vec<wire::SessionSummary> = match self.store().await? {
                     Some(store) => store
-                        .list_sessions(filter)
+                        .list_sessions(p.cwd)
                         .await
                         .map_err(|e| RpcErrorObject::new(ErrorKind::Internal, e.to_string()))?
                         .into_iter()
-                        .map(|r| {
-                            serde_json::json!({
-                                "sessionId": r.id, "cwd": r.cwd, "title": r.title,
-                                "model": r.model, "updatedAt": r.updated_at,
-                            })
+                        .map(|r| wire::SessionSummary {
+                            session_id: r.id,
+                            cwd: r.cwd,
+                            title: r.title,
+                            model: r.model,
+                            updated_at: r.updated_at,
                         })
                         .collect(),
-                    None => self.memory_sessions(filter.as_deref()),
+                    None => self.memory_sessions(p.cwd.as_deref()),
                 };
-                self.answer(id, Ok(serde_json::json!({ "sessions": sessions })));
+                self.answer(id, Ok(wire::SessionListResult { sessions }));
                 Ok(())
             }
             method::SESSION_LOAD => {
@@ -614,8 +614,8 @@ impl Server {
         }
     }
 
-    fn memory_sessions(&self, filter: Option<&str>) -> Vec<Value> {
-        let mut sessions: Vec<Value> = self
+    fn memory_sessions(&self, filter: Option<&str>) -> Vec<wire::SessionSummary> {
+        let mut sessions: Vec<wire::SessionSummary> = self
             .sessions
             .iter()
             .filter(|(_, e)| filter.is_none_or(|c| c == e.cwd))
@@ -626,18 +626,21 @@ impl Server {
                     .iter()
                     .find(|m| m.role == crate::engine::history::Role::User)
                     .map(|m| m.text().chars().take(80).collect::<String>());
-                let updated = state
+                let updated_at = state
                     .history
                     .last()
                     .map(|m| m.meta.ts)
                     .unwrap_or(e.created_at);
-                serde_json::json!({
-                    "sessionId": sid, "cwd": e.cwd, "title": title,
-                    "model": state.model, "updatedAt": updated,
-                })
+                wire::SessionSummary {
+                    session_id: sid.clone(),
+                    cwd: e.cwd.clone(),
+                    title,
+                    model: state.model.clone(),
+                    updated_at,
+                }
             })
             .collect();
-        sessions.sort_by_key(|s| std::cmp::Reverse(s["updatedAt"].as_u64().unwrap_or(0)));
+        sessions.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
         sessions
     }
 
@@ -706,17 +709,21 @@ pub fn outbound_channel() -> (Outbound, mpsc::UnboundedReceiver<Vec<u8>>) {
 }
 
 /// The `session/load` result: the display history and what is waiting for the user.
-fn load_result(handle: &SessionHandle, cwd: &str, pending: Vec<Value>) -> Value {
+fn load_result(handle: &SessionHandle, cwd: &str, pending: Vec<Value>) -> wire::SessionLoadResult {
     let state = session::lock(&handle.shared.state);
-    serde_json::json!({
-        "sessionId": handle.id(),
-        "cwd": cwd,
-        "model": state.model,
-        "mode": state.mode,
-        "state": if state.active_turn.is_some() { "running" } else { "idle" },
-        "messages": display_history(&state.history),
-        "pending": pending,
-    })
+    wire::SessionLoadResult {
+        session_id: handle.id().to_owned(),
+        cwd: cwd.to_owned(),
+        model: state.model.clone(),
+        mode: state.mode,
+        state: if state.active_turn.is_some() {
+            wire::SessionState::Running
+        } else {
+            wire::SessionState::Idle
+        },
+        messages: display_history(&state.history),
+        pending,
+    }
 }
 
 /// The history as a client shows it: user prompts, assistant messages with reasoning and their

@@ -431,40 +431,34 @@ function M.user_prompt(text, context)
 end
 
 --- Show a resumed session's history (messages from session/load).
+--- Each message has `role` and `text`; assistant messages carry `reasoning` and `toolCalls`
+--- ({toolCallId, name, arguments, status, result, diff}); notices carry `kind`.
 function M.load_history(res)
   M.clear()
   M.line(('· resumed session %s · model %s · mode %s'):format(res.sessionId, res.model or '?', res.mode or '?'), 'Comment')
   for _, m in ipairs(res.messages or {}) do
-    local content = m.content
-    if type(content) == 'table' then
-      local parts = {}
-      for _, p in ipairs(content) do
-        if type(p) == 'table' and p.text then
-          table.insert(parts, p.text)
-        end
-      end
-      content = table.concat(parts, '\n')
-    end
+    local text = m.text or ''
     if m.role == 'user' then
-      M.user_prompt(content or '')
+      M.user_prompt(text)
     elseif m.role == 'assistant' then
       if m.reasoning and m.reasoning ~= '' then
         stream_text('reasoning', m.reasoning)
       end
-      if content and content ~= '' then
-        append(split_lines(content))
+      if text ~= '' then
+        append(split_lines(text))
       end
-      for _, call in ipairs(m.toolCalls or m.tool_calls or {}) do
-        RENDER.toolCall({ toolCallId = call.id, name = call.name, title = call.title or call.name })
-      end
-    elseif m.role == 'tool' then
-      local tc = tools[m.toolCallId or m.tool_call_id or '']
-      if tc then
-        set_tool_status(tc, m.status or 'completed')
-        tool_append(tc, result_preview(content or ''), 'Comment')
+      for _, call in ipairs(m.toolCalls or {}) do
+        RENDER.toolCall({ toolCallId = call.toolCallId, name = call.name, title = call.title or call.name })
+        local tc = tools[call.toolCallId or '']
+        if tc and call.status then
+          set_tool_status(tc, call.status)
+          if call.result then
+            tool_append(tc, result_preview(call.result), 'Comment')
+          end
+        end
       end
     elseif m.role == 'notice' then
-      RENDER.notice({ kind = m.kind, text = content })
+      RENDER.notice({ kind = m.kind, text = text })
     end
   end
 end
