@@ -1,0 +1,412 @@
+// The chat's view model: folds the server's session events into a list of items (user prompts, assistant
+// messages, tool cards with their approvals, questions, notices) plus the turn state and token usage.
+// Pure and vscode-free: the extension owns one instance, the webview only renders what it is sent,
+// so hiding or reloading the view loses nothing.
+import type { ApprovalOption, Decision, FileDiff, Mode, SessionEvent, ToolKind, ToolStatus, TurnEndReason } from './protocol';
+
+export interface ApprovalView {
+  requestId: string;
+  reason: string;
+  options: ApprovalOption[];
+  diff?: FileDiff[];
+  command?: string;
+  cwd?: string;
+  resolved?: Decision;
+}
+
+export type ChatItem =
+  | { type: 'user'; id: string; text: string; steer?: boolean }
+  | { type: 'assistant'; id: string; text: string; reasoning: string; streaming: boolean }
+  | {
+      type: 'tool';
+      id: string;
+      toolCallId: string;
+      name: string;
+      kind: ToolKind;
+      title: string;
+      arguments: unknown;
+      status: ToolStatus;
+      output: string;
+      result?: string;
+      diff?: FileDiff[];
+      approval?: ApprovalView;
+    }
+  | { type: 'question'; id: string; requestId: string; question: string; choices?: string[]; plan?: string; answer?: string; withdrawn?: boolean }
+  | { type: 'notice'; id: string; kind: string; text: string };
+
+/** A ChatItem before it gets its id (distributive, so each variant keeps its own fields). */
+type NewItem = ChatItem extends infer T ? (T extends ChatItem ? Omit<T, 'id'> : never) : never;
+
+export type TurnState = 'idle' | 'running' | 'awaitingApproval' | 'awaitingAnswer';
+
+export interface Usage {
+  model: string;
+  inputTokens: number;
+  outputTokens: number;
+  cachedTokens: number;
+  /** Sums over the session, for the footer. */
+  totalInput: number;
+  totalOutput: number;
+}
+
+export interface ChatMeta {
+  sessionId?: string;
+  model?: string;
+  mode?: Mode;
+  turn: TurnState;
+  turnId?: string;
+  lastEnd?: { reason: TurnEndReason; error?: string };
+  usage?: Usage;
+  server: 'starting' | 'ready' | 'crashed' | 'failed';
+  serverMessage?: string;
+  sessionStore: boolean;
+  models: string[];
+}
+
+export interface Snapshot {
+  items: ChatItem[];
+  meta: ChatMeta;
+}
+
+/** What changed after applying something: the indices of items to (re)render and whether meta changed. */
+export interface Change {
+  items: number[];
+  meta: boolean;
+}
+
+export class ChatState {
+  items: ChatItem[] = [];
+  meta: ChatMeta = { turn: 'idle', server: 'starting', sessionStore: false, models: [] };
+  private nextId = 1;
+  private lastSeq = 0;
+  private readonly toolIndex = new Map<string, number>();
+  private readonly requestIndex = new Map<string, number>();
+  private currentAssistant = -1;
+
+  snapshot(): Snapshot {
+    return { items: this.items, meta: this.meta };
+  }
+
+  /** Clears the conversation (new or loaded session); keeps server info. */
+  reset(session?: { sessionId: string; model: string; mode: Mode }): void {
+    this.items = [];
+    this.toolIndex.clear();
+    this.requestIndex.clear();
+    this.currentAssistant = -1;
+    this.lastSeq = 0;
+    this.meta = { ...this.meta, turn: 'idle', turnId: undefined, lastEnd: undefined, usage: undefined };
+    if (session) Object.assign(this.meta, { sessionId: session.sessionId, model: session.model, mode: session.mode });
+  }
+
+  private push(item: NewItem): number {
+    this.items.push({ ...item, id: `i${this.nextId++}` } as ChatItem);
+    return this.items.length - 1;
+  }
+
+  addUser(text: string, steer = false): Change {
+    return { items: [this.push({ type: 'user', text, steer })], meta: false };
+  }
+
+  addNotice(kind: string, text: string): Change {
+    return { items: [this.push({ type: 'notice', kind, text })], meta: false };
+  }
+
+  setMeta(patch: Partial<ChatMeta>): Change {
+    Object.assign(this.meta, patch);
+    return { items: [], meta: true };
+  }
+
+  /** Pending approvals not yet resolved, oldest first. */
+  pendingApprovals(): Extract<ChatItem, { type: 'tool' }>[] {
+    return this.items.filter(
+      (i): i is Extract<ChatItem, { type: 'tool' }> => i.type === 'tool' && !!i.approval && !i.approval.resolved,
+    );
+  }
+
+  pendingQuestions(): Extract<ChatItem, { type: 'question' }>[] {
+    return this.items.filter(
+      (i): i is Extract<ChatItem, { type: 'question' }> => i.type === 'question' && i.answer === undefined && !i.withdrawn,
+    );
+  }
+
+  toolByRequest(requestId: string): Extract<ChatItem, { type: 'tool' }> | undefined {
+    const i = this.requestIndex.get(requestId);
+    const item = i === undefined ? undefined : this.items[i];
+    return item?.type === 'tool' ? item : undefined;
+  }
+
+  questionByRequest(requestId: string): Extract<ChatItem, { type: 'question' }> | undefined {
+    const i = this.requestIndex.get(requestId);
+    const item = i === undefined ? undefined : this.items[i];
+    return item?.type === 'question' ? item : undefined;
+  }
+
+  /** Marks a question answered locally (the server sends no event for answers). */
+  markAnswered(requestId: string, answer: string): Change {
+    const i = this.requestIndex.get(requestId);
+    const item = i === undefined ? undefined : this.items[i];
+    if (item?.type !== 'question') return { items: [], meta: false };
+    item.answer = answer;
+    return { items: [i!], meta: this.recomputeTurn() };
+  }
+
+  private recomputeTurn(): boolean {
+    if (this.meta.turn === 'idle') return false;
+    const next: TurnState = this.pendingApprovals().length
+      ? 'awaitingApproval'
+      : this.pendingQuestions().length
+        ? 'awaitingAnswer'
+        : 'running';
+    const changed = next !== this.meta.turn;
+    this.meta.turn = next;
+    return changed;
+  }
+
+  private ensureAssistant(): number {
+    if (this.currentAssistant < 0) {
+      this.currentAssistant = this.push({ type: 'assistant', text: '', reasoning: '', streaming: true });
+    }
+    return this.currentAssistant;
+  }
+
+  apply(e: SessionEvent): Change {
+    if (this.meta.sessionId && e.sessionId !== this.meta.sessionId) return { items: [], meta: false };
+    // Events are ordered with seq +1 each; a replayed or duplicated one must not render twice.
+    if (e.seq <= this.lastSeq) return { items: [], meta: false };
+    this.lastSeq = e.seq;
+    const ch: Change = { items: [], meta: false };
+    switch (e.type) {
+      case 'turnStarted':
+        this.meta.turn = 'running';
+        this.meta.turnId = e.turnId;
+        this.meta.model = e.model;
+        this.meta.lastEnd = undefined;
+        ch.meta = true;
+        break;
+      case 'assistantDelta':
+      case 'reasoningDelta': {
+        const i = this.ensureAssistant();
+        const item = this.items[i] as Extract<ChatItem, { type: 'assistant' }>;
+        if (e.type === 'assistantDelta') item.text += e.text;
+        else item.reasoning += e.text;
+        ch.items.push(i);
+        break;
+      }
+      case 'assistantMessage': {
+        // Always sent, even with empty text; an empty one with nothing streamed is not worth a bubble.
+        if (this.currentAssistant < 0 && !e.text && !e.reasoning) break;
+        const i = this.ensureAssistant();
+        const item = this.items[i] as Extract<ChatItem, { type: 'assistant' }>;
+        item.text = e.text;
+        if (e.reasoning) item.reasoning = e.reasoning;
+        item.streaming = false;
+        this.currentAssistant = -1;
+        ch.items.push(i);
+        break;
+      }
+      case 'toolCall': {
+        this.closeAssistant(ch);
+        const i = this.push({
+          type: 'tool',
+          toolCallId: e.toolCallId,
+          name: e.name,
+          kind: e.kind,
+          title: e.title,
+          arguments: e.arguments,
+          status: 'pending',
+          output: '',
+        });
+        this.toolIndex.set(e.toolCallId, i);
+        ch.items.push(i);
+        break;
+      }
+      case 'approvalRequested': {
+        this.closeAssistant(ch);
+        let i = this.toolIndex.get(e.toolCallId);
+        if (i === undefined) {
+          i = this.push({ type: 'tool', toolCallId: e.toolCallId, name: e.name, kind: e.kind, title: e.title, arguments: e.arguments, status: 'pending', output: '' });
+          this.toolIndex.set(e.toolCallId, i);
+        }
+        const item = this.items[i] as Extract<ChatItem, { type: 'tool' }>;
+        item.status = 'awaitingApproval';
+        item.approval = { requestId: e.requestId, reason: e.reason, options: e.options, diff: e.diff, command: e.command, cwd: e.cwd };
+        this.requestIndex.set(e.requestId, i);
+        ch.items.push(i);
+        ch.meta = this.recomputeTurn();
+        break;
+      }
+      case 'approvalResolved': {
+        const i = this.requestIndex.get(e.requestId);
+        const item = i === undefined ? undefined : this.items[i];
+        if (item?.type === 'tool' && item.approval) {
+          item.approval.resolved = e.decision;
+          if (item.status === 'awaitingApproval') item.status = e.decision === 'deny' ? 'denied' : 'pending';
+          ch.items.push(i!);
+        }
+        ch.meta = this.recomputeTurn();
+        break;
+      }
+      case 'questionAsked': {
+        this.closeAssistant(ch);
+        const i = this.push({ type: 'question', requestId: e.requestId, question: e.question, choices: e.choices, plan: e.plan });
+        this.requestIndex.set(e.requestId, i);
+        ch.items.push(i);
+        ch.meta = this.recomputeTurn();
+        break;
+      }
+      case 'toolCallUpdate': {
+        const i = this.toolIndex.get(e.toolCallId);
+        const item = i === undefined ? undefined : this.items[i];
+        if (item?.type !== 'tool') break;
+        item.status = e.status;
+        if (e.output) item.output += e.output;
+        if (e.result !== undefined) item.result = e.result;
+        if (e.diff) item.diff = e.diff;
+        ch.items.push(i!);
+        // A question tool that ended without our answer (stop, timeout) must not stay clickable.
+        if (e.status !== 'running') {
+          for (const [rid, qi] of this.requestIndex) {
+            const q = this.items[qi];
+            if (q.type === 'question' && q.answer === undefined && !q.withdrawn && this.questionTool.get(rid) === e.toolCallId) {
+              q.withdrawn = true;
+              ch.items.push(qi);
+            }
+          }
+        }
+        break;
+      }
+      case 'steeringApplied':
+        ch.items.push(this.push({ type: 'notice', kind: 'steering', text: `Steering applied: ${e.text}` }));
+        break;
+      case 'compacting':
+        ch.items.push(this.push({ type: 'notice', kind: 'compacting', text: 'Compacting the conversation…' }));
+        break;
+      case 'compacted':
+        ch.items.push(this.push({ type: 'notice', kind: 'compacted', text: e.summary ? `Conversation compacted: ${e.summary}` : 'Conversation compacted.' }));
+        break;
+      case 'modelSwitched':
+        this.meta.model = e.to;
+        ch.meta = true;
+        ch.items.push(
+          this.push({ type: 'notice', kind: 'model_switch', text: `Model switched from ${e.from} to ${e.to}${e.warning ? ` (${e.warning})` : ''}` }),
+        );
+        break;
+      case 'notice':
+        ch.items.push(this.push({ type: 'notice', kind: e.kind, text: e.text }));
+        break;
+      case 'usage': {
+        const prev = this.meta.usage;
+        this.meta.usage = {
+          model: e.model,
+          inputTokens: e.inputTokens,
+          outputTokens: e.outputTokens,
+          cachedTokens: e.cachedTokens ?? 0,
+          totalInput: (prev?.totalInput ?? 0) + e.inputTokens,
+          totalOutput: (prev?.totalOutput ?? 0) + e.outputTokens,
+        };
+        ch.meta = true;
+        break;
+      }
+      case 'turnEnded': {
+        this.closeAssistant(ch);
+        // Nothing of this turn can be answered any more.
+        for (const [, qi] of this.requestIndex) {
+          const q = this.items[qi];
+          if (q.type === 'question' && q.answer === undefined && !q.withdrawn) {
+            q.withdrawn = true;
+            ch.items.push(qi);
+          }
+        }
+        this.meta.turn = 'idle';
+        this.meta.lastEnd = { reason: e.reason, error: e.error?.message };
+        if (e.reason === 'error' && e.error) {
+          ch.items.push(this.push({ type: 'notice', kind: 'error', text: e.error.message }));
+        }
+        ch.meta = true;
+        break;
+      }
+    }
+    if (e.type === 'questionAsked') this.questionTool.set(e.requestId, e.toolCallId);
+    return ch;
+  }
+
+  private readonly questionTool = new Map<string, string>();
+
+  private closeAssistant(ch: Change): void {
+    if (this.currentAssistant >= 0) {
+      const item = this.items[this.currentAssistant] as Extract<ChatItem, { type: 'assistant' }>;
+      item.streaming = false;
+      ch.items.push(this.currentAssistant);
+      this.currentAssistant = -1;
+    }
+  }
+
+  /** Rebuilds items from `session/load` messages: user/assistant text, tool calls with their results, notices. */
+  loadHistory(messages: unknown[]): void {
+    for (const raw of messages) {
+      const m = raw as {
+        role?: string;
+        content?: unknown;
+        text?: string;
+        kind?: string;
+        reasoning?: string;
+        toolCalls?: { toolCallId?: string; name?: string; arguments?: unknown; result?: string; status?: string }[];
+      };
+      const text = typeof m.text === 'string' ? m.text : typeof m.content === 'string' ? m.content : contentText(m.content);
+      if (m.role === 'user') this.push({ type: 'user', text });
+      else if (m.role === 'assistant') {
+        if (text || m.reasoning) this.push({ type: 'assistant', text, reasoning: m.reasoning ?? '', streaming: false });
+        for (const c of m.toolCalls ?? []) {
+          const name = c.name ?? 'tool';
+          const i = this.push({
+            type: 'tool',
+            toolCallId: c.toolCallId ?? '',
+            name,
+            kind: kindOf(name),
+            title: titleOf(name, c.arguments),
+            arguments: c.arguments,
+            status: (c.status as ToolStatus) ?? 'completed',
+            output: '',
+            result: c.result,
+          });
+          if (c.toolCallId) this.toolIndex.set(c.toolCallId, i);
+        }
+      } else if (m.role === 'notice') this.push({ type: 'notice', kind: m.kind ?? 'notice', text });
+    }
+  }
+}
+
+/** The tool kind for a built-in tool name (history does not store it). */
+export function kindOf(name: string): ToolKind {
+  switch (name) {
+    case 'read_file':
+    case 'list_dir':
+      return 'read';
+    case 'glob':
+    case 'grep':
+      return 'search';
+    case 'write_file':
+    case 'edit_file':
+      return 'edit';
+    case 'shell':
+      return 'execute';
+    case 'ask_user':
+    case 'propose_plan':
+      return 'think';
+    default:
+      return 'other';
+  }
+}
+
+function titleOf(name: string, args: unknown): string {
+  const a = (args ?? {}) as { path?: string; command?: string; pattern?: string };
+  const detail = a.command ?? a.path ?? a.pattern;
+  return detail ? `${name} ${detail}` : name;
+}
+
+function contentText(content: unknown): string {
+  if (!Array.isArray(content)) return '';
+  return content
+    .map((p) => (p && typeof p === 'object' && typeof (p as { text?: unknown }).text === 'string' ? (p as { text: string }).text : ''))
+    .join('');
+}

@@ -1,0 +1,100 @@
+// The chat webview view (`tandem.chat` in the tandem activity-bar container): builds its HTML with a strict
+// CSP, wires the ready handshake to the ViewBridge and forwards the webview's messages to the controller.
+import * as crypto from 'node:crypto';
+import * as vscode from 'vscode';
+import type { ViewBridge } from './viewBridge';
+
+export type WebviewMessage =
+  | { type: 'ready' }
+  | { type: 'prompt'; text: string }
+  | { type: 'steer'; text: string }
+  | { type: 'stop' }
+  | { type: 'approve'; requestId: string; decision: import('./protocol').Decision; message?: string }
+  | { type: 'answer'; requestId: string; answer: string }
+  | { type: 'openDiff'; requestId: string; path?: string }
+  | { type: 'openPlan'; requestId: string }
+  | { type: 'command'; command: string };
+
+export class ChatViewProvider implements vscode.WebviewViewProvider {
+  static readonly viewId = 'tandem.chat';
+  private view?: vscode.WebviewView;
+
+  constructor(
+    private readonly extensionUri: vscode.Uri,
+    private readonly bridge: ViewBridge,
+    private readonly onMessage: (m: WebviewMessage) => void,
+  ) {}
+
+  get visible(): boolean {
+    return !!this.view?.visible;
+  }
+
+  resolveWebviewView(view: vscode.WebviewView): void {
+    this.view = view;
+    const dist = vscode.Uri.joinPath(this.extensionUri, 'dist');
+    const media = vscode.Uri.joinPath(this.extensionUri, 'media');
+    view.webview.options = { enableScripts: true, localResourceRoots: [dist, media] };
+    this.bridge.attach((m) => view.webview.postMessage(m));
+    view.webview.onDidReceiveMessage((m: WebviewMessage) => {
+      if (m.type === 'ready') this.bridge.onReady();
+      else this.onMessage(m);
+    });
+    view.onDidDispose(() => {
+      if (this.view === view) {
+        this.view = undefined;
+        this.bridge.detach();
+      }
+    });
+    view.webview.html = this.html(view.webview, dist, media);
+  }
+
+  /** Focuses the prompt box (after the view is shown). */
+  focusInput(): void {
+    this.bridge.send({ type: 'focus' });
+  }
+
+  private html(webview: vscode.Webview, dist: vscode.Uri, media: vscode.Uri): string {
+    const nonce = crypto.randomBytes(16).toString('base64');
+    const script = webview.asWebviewUri(vscode.Uri.joinPath(dist, 'webview.js'));
+    const style = webview.asWebviewUri(vscode.Uri.joinPath(media, 'chat.css'));
+    const csp = [
+      `default-src 'none'`,
+      `style-src ${webview.cspSource}`,
+      `img-src ${webview.cspSource} data: https:`,
+      `font-src ${webview.cspSource}`,
+      `script-src 'nonce-${nonce}'`,
+    ].join('; ');
+    return `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="UTF-8">
+<meta http-equiv="Content-Security-Policy" content="${csp}">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<link rel="stylesheet" href="${style}">
+<title>tandem</title>
+</head>
+<body>
+<header id="bar">
+  <button id="model" class="chip" title="Switch model" data-testid="model">—</button>
+  <button id="mode" class="chip" title="Set permission mode" data-testid="mode">—</button>
+  <span id="turn" class="turn" data-testid="turn-state">starting server…</span>
+  <button id="new" class="chip" title="New session" data-testid="new-session">+</button>
+</header>
+<div id="banner" class="banner" data-testid="banner" hidden></div>
+<main id="log" data-testid="log" aria-live="polite"></main>
+<footer>
+  <div id="ended" class="ended" data-testid="turn-ended"></div>
+  <div id="usage" class="usage" data-testid="usage"></div>
+  <div class="composer">
+    <textarea id="prompt" rows="3" data-testid="prompt" aria-label="Prompt"></textarea>
+    <div class="composer-buttons">
+      <button id="send" data-testid="send" type="button">Send</button>
+      <button id="stop" data-testid="stop" class="danger" type="button" disabled>Stop</button>
+    </div>
+  </div>
+</footer>
+<script nonce="${nonce}" src="${script}"></script>
+</body>
+</html>`;
+  }
+}

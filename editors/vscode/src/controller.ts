@@ -1,0 +1,399 @@
+// The extension's core: owns the supervised server, the current session and its ChatState, and implements
+// every user action (prompt, steer, stop, approve, deny, answer, switch model, set mode, sessions). The chat
+// view, the commands, the diff editor's title actions and the status bar all call into this one place.
+import * as os from 'node:os';
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import { ServerStartError, type ExitInfo, type LaunchOptions, type TandemClient } from './client';
+import { ChatState, type Change, type ChatItem } from './chatState';
+import { DiffReview, requestIdOf } from './diffReview';
+import { askQuestion, PlanDocuments, reviewPlan, type QuestionHandle } from './questions';
+import { Supervisor } from './supervisor';
+import { ViewBridge } from './viewBridge';
+import { errorKind, DECISION_LABELS, MODES, MODE_DESCRIPTIONS, type Decision, type InitializeResult, type Mode, type SessionEvent } from './protocol';
+import { editedContent, formatExit, hasDecision, promptWithSelection, type SelectionContext } from './promptContext';
+
+type ToolItem = Extract<ChatItem, { type: 'tool' }>;
+
+export class Controller implements vscode.Disposable {
+  readonly state = new ChatState();
+  readonly bridge = new ViewBridge(this.state);
+  readonly diffs = new DiffReview();
+  readonly plans = new PlanDocuments();
+  private readonly status = vscode.window.createStatusBarItem('tandem.status', vscode.StatusBarAlignment.Left, 100);
+  private readonly questions = new Map<string, QuestionHandle>();
+  private readonly supervisor: Supervisor;
+  private client?: TandemClient;
+  private init?: InitializeResult;
+  private cwd = os.homedir();
+  /** Lets the chat view reveal itself (set by extension.ts). */
+  revealChat: (focusInput?: boolean) => void = () => {};
+
+  constructor(
+    private readonly context: vscode.ExtensionContext,
+    private readonly output: vscode.OutputChannel,
+  ) {
+    this.status.name = 'tandem';
+    this.status.command = 'tandem.openChat';
+    this.status.show();
+    this.supervisor = new Supervisor(() => this.launchOptions(), {
+      started: (client, init, restart) => this.onStarted(client, init, restart),
+      crashed: (info, willRestart, attempt) => this.onCrashed(info, willRestart, attempt),
+      failed: (err) => this.onFailed(err),
+    });
+    this.refreshUi({ items: [], meta: true });
+  }
+
+  // ---- server lifecycle -------------------------------------------------------------------------------
+
+  private launchOptions(): LaunchOptions {
+    const cfg = vscode.workspace.getConfiguration('tandem');
+    const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    this.cwd = folder ?? os.homedir();
+    const expand = (v: string) => v.replace(/\$\{workspaceFolder\}/g, folder ?? this.cwd).replace(/^~(?=\/|$)/, os.homedir());
+    const serverPath = expand(cfg.get<string>('serverPath') || 'tandem');
+    let configFile = expand(cfg.get<string>('configFile') || '');
+    if (configFile && !path.isAbsolute(configFile)) configFile = path.join(this.cwd, configFile);
+    return {
+      serverPath,
+      configFile: configFile || undefined,
+      cwd: this.cwd,
+      clientName: 'tandem-vscode',
+      clientVersion: this.context.extension.packageJSON.version,
+      log: (line) => this.output.appendLine(line),
+    };
+  }
+
+  start(): Promise<unknown> {
+    this.setServer('starting');
+    return this.supervisor.start();
+  }
+
+  async restart(): Promise<void> {
+    this.setServer('starting', 'Restarting the tandem server…');
+    this.dropPending();
+    await this.supervisor.restart();
+  }
+
+  private async onStarted(client: TandemClient, init: InitializeResult, restart: boolean): Promise<void> {
+    this.client = client;
+    this.init = init;
+    const previous = this.state.meta.sessionId;
+    this.output.appendLine(`[tandem-vscode] server ${init.serverInfo.name} ${init.serverInfo.version} pid ${client.pid} ready (${init.models.length} models)`);
+    client.onEvent((e) => this.onEvent(e));
+    void vscode.commands.executeCommand('setContext', 'tandem.sessionStore', !!init.capabilities.sessionStore);
+    this.state.setMeta({ server: 'ready', serverMessage: undefined, sessionStore: !!init.capabilities.sessionStore, models: init.models.map((m) => m.id) });
+    try {
+      if (restart && previous && init.capabilities.sessionStore) {
+        await this.loadSession(previous);
+        this.publish(this.state.addNotice('info', 'The tandem server was restarted; this session was resumed from its store.'));
+      } else {
+        await this.newSession(restart && previous ? 'The tandem server was restarted; this is a new session (the server keeps no session store yet).' : undefined);
+      }
+    } catch (err) {
+      this.showError(`tandem started but could not open a session: ${msg(err)}`);
+    }
+    this.refreshUi({ items: [], meta: true });
+  }
+
+  private onCrashed(info: ExitInfo, willRestart: boolean, attempt: number): void {
+    this.client = undefined;
+    this.dropPending();
+    const why = `${formatExit(info.code, info.signal)}${info.stderrTail ? `: ${info.stderrTail.split('\n').slice(-3).join(' ')}` : ''}`;
+    const text = willRestart
+      ? `The tandem server crashed (${why}). Restarting it (attempt ${attempt}); the running turn was lost.`
+      : `The tandem server crashed ${attempt} times in a minute (${why}). It was not restarted; see "tandem: Show Server Log", then run "tandem: Restart the Server".`;
+    this.publish(this.state.addNotice('error', text));
+    this.setServer(willRestart ? 'starting' : 'crashed', text);
+    const actions = willRestart ? ['Show Log'] : ['Restart', 'Show Log'];
+    void vscode.window.showWarningMessage(text, ...actions).then((a) => {
+      if (a === 'Show Log') this.output.show(true);
+      if (a === 'Restart') void this.restart();
+    });
+  }
+
+  private onFailed(err: ServerStartError): void {
+    this.client = undefined;
+    this.output.appendLine(`[tandem-vscode] ${err.message}`);
+    this.setServer('failed', err.message);
+    const actions = err.kind === 'notFound' || err.kind === 'notExecutable' ? ['Open Settings', 'Retry'] : ['Open Settings', 'Show Log', 'Retry'];
+    void vscode.window.showErrorMessage(err.message, ...actions).then((a) => {
+      if (a === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'tandem.');
+      if (a === 'Show Log') this.output.show(true);
+      if (a === 'Retry') void this.restart();
+    });
+  }
+
+  private setServer(server: 'starting' | 'ready' | 'crashed' | 'failed', serverMessage?: string): void {
+    this.publish(this.state.setMeta({ server, serverMessage }));
+  }
+
+  /** Approvals and questions die with their turn: close their editors and pickers. */
+  private dropPending(): void {
+    void this.diffs.closeAll();
+    for (const q of this.questions.values()) q.cancel();
+    this.questions.clear();
+    if (this.state.meta.turn !== 'idle') this.publish(this.state.setMeta({ turn: 'idle' }));
+  }
+
+  // ---- sessions ---------------------------------------------------------------------------------------
+
+  private requireClient(): TandemClient {
+    if (!this.client?.running) {
+      throw new Error(
+        this.state.meta.serverMessage ?? 'The tandem server is not running. Run "tandem: Restart the Server" (and see "tandem: Show Server Log").',
+      );
+    }
+    return this.client;
+  }
+
+  private requireSession(): { client: TandemClient; sessionId: string } {
+    const client = this.requireClient();
+    const sessionId = this.state.meta.sessionId;
+    if (!sessionId) throw new Error('No tandem session is open yet. Run "tandem: New Session".');
+    return { client, sessionId };
+  }
+
+  async newSession(notice?: string): Promise<void> {
+    const client = this.requireClient();
+    if (this.state.meta.turn !== 'idle' && this.state.meta.sessionId) await client.stop(this.state.meta.sessionId).catch(() => undefined);
+    this.dropPending();
+    const mode = vscode.workspace.getConfiguration('tandem').get<Mode>('defaultMode') ?? 'ask';
+    const s = await client.newSession(this.cwd, this.state.meta.model && this.init?.models.some((m) => m.id === this.state.meta.model) ? this.state.meta.model : undefined, mode);
+    this.state.reset(s);
+    if (notice) this.state.addNotice('info', notice);
+    this.bridge.resync();
+    this.refreshUi({ items: [], meta: true });
+  }
+
+  async loadSession(sessionId: string): Promise<void> {
+    const client = this.requireClient();
+    const s = await client.loadSession(sessionId);
+    this.dropPending();
+    this.state.reset({ sessionId: s.sessionId, model: s.model, mode: s.mode });
+    this.state.loadHistory(s.messages ?? []);
+    this.bridge.resync();
+    this.refreshUi({ items: [], meta: true });
+  }
+
+  async pickSession(): Promise<void> {
+    const client = this.requireClient();
+    if (!this.init?.capabilities.sessionStore) {
+      throw new Error('This tandem server keeps no session store yet, so past sessions cannot be resumed. Update tandem.');
+    }
+    const { sessions } = await client.listSessions(this.cwd);
+    if (!sessions.length) {
+      void vscode.window.showInformationMessage('tandem has no past sessions for this folder yet.');
+      return;
+    }
+    const pick = await vscode.window.showQuickPick(
+      sessions.map((s) => ({
+        label: s.title || s.sessionId,
+        description: `${s.model} · ${new Date(s.updatedAt).toLocaleString()}`,
+        detail: s.cwd,
+        sessionId: s.sessionId,
+      })),
+      { title: 'Resume a tandem session', matchOnDescription: true },
+    );
+    if (pick) await this.loadSession(pick.sessionId);
+  }
+
+  // ---- events -----------------------------------------------------------------------------------------
+
+  private onEvent(e: SessionEvent): void {
+    const change = this.state.apply(e);
+    this.publish(change);
+    switch (e.type) {
+      case 'approvalRequested': {
+        if (e.diff?.length) {
+          this.diffs.add(e.requestId, this.cwd, e.diff);
+          if (vscode.workspace.getConfiguration('tandem').get<boolean>('openDiffOnApproval', true)) {
+            void this.diffs.open(e.requestId).catch((err) => this.showError(`Could not open the diff: ${msg(err)}`));
+          }
+        }
+        this.revealChat();
+        break;
+      }
+      case 'approvalResolved':
+        void this.diffs.close(e.requestId);
+        break;
+      case 'questionAsked': {
+        this.revealChat();
+        const answer = (a: string) => void this.answer(e.requestId, a).catch((err) => this.showError(msg(err)));
+        this.questions.set(
+          e.requestId,
+          e.plan !== undefined ? reviewPlan(this.plans, e.requestId, e.plan, answer) : askQuestion(e.question, e.choices, answer),
+        );
+        break;
+      }
+      case 'turnEnded':
+        this.dropPending();
+        break;
+    }
+  }
+
+  private publish(change: Change): void {
+    this.bridge.publish(change);
+    if (change.meta) this.refreshUi(change);
+  }
+
+  private refreshUi(_change: Change): void {
+    const m = this.state.meta;
+    const pending = this.state.pendingApprovals();
+    const running = m.turn !== 'idle';
+    void vscode.commands.executeCommand('setContext', 'tandem.turnRunning', running);
+    void vscode.commands.executeCommand('setContext', 'tandem.hasPendingApproval', pending.length > 0);
+    void vscode.commands.executeCommand('setContext', 'tandem.pendingApprovalIsShell', pending.some((p) => hasDecision(p.approval!.options, 'alwaysCommand')));
+    void vscode.commands.executeCommand('setContext', 'tandem.hasPendingQuestion', this.state.pendingQuestions().length > 0);
+    const icon =
+      m.server === 'failed' || m.server === 'crashed'
+        ? '$(error)'
+        : m.server === 'starting'
+          ? '$(loading~spin)'
+          : m.turn === 'running'
+            ? '$(sync~spin)'
+            : m.turn === 'idle'
+              ? '$(hubot)'
+              : '$(bell-dot)';
+    const turn = m.server !== 'ready' ? (m.server === 'starting' ? 'starting' : 'server down') : { idle: 'idle', running: 'running', awaitingApproval: 'approval needed', awaitingAnswer: 'question' }[m.turn];
+    this.status.text = `${icon} tandem: ${m.model ?? '—'} · ${turn}`;
+    this.status.tooltip = `tandem — model ${m.model ?? 'none'}, mode ${m.mode ?? '—'}, turn ${turn}. Click to open the chat.`;
+    this.status.backgroundColor =
+      m.turn === 'awaitingApproval' || m.turn === 'awaitingAnswer' ? new vscode.ThemeColor('statusBarItem.warningBackground') : m.server === 'failed' || m.server === 'crashed' ? new vscode.ThemeColor('statusBarItem.errorBackground') : undefined;
+  }
+
+  // ---- actions ----------------------------------------------------------------------------------------
+
+  async prompt(text: string, selection?: SelectionContext): Promise<void> {
+    const { client, sessionId } = this.requireSession();
+    if (this.state.meta.turn !== 'idle') return this.steer(text);
+    const content = promptWithSelection(text, selection);
+    this.publish(this.state.addUser(selection ? `${text}\n(with the selection from ${selection.path})` : text));
+    try {
+      await client.prompt(sessionId, content);
+    } catch (err) {
+      if (errorKind(err) === 'turnInProgress') {
+        // The server still runs a turn we did not see start: steer instead of losing the text.
+        await client.steer(sessionId, content);
+        return;
+      }
+      throw err;
+    }
+  }
+
+  async steer(text: string): Promise<void> {
+    const { client, sessionId } = this.requireSession();
+    try {
+      await client.steer(sessionId, text);
+      this.publish(this.state.addUser(text, true));
+    } catch (err) {
+      if (errorKind(err) === 'noTurnRunning') throw new Error('No turn is running, so there is nothing to steer: send it as a prompt instead.');
+      throw err;
+    }
+  }
+
+  async stop(): Promise<void> {
+    const { client, sessionId } = this.requireSession();
+    const r = await client.stop(sessionId);
+    if (!r.stopped) void vscode.window.setStatusBarMessage('tandem: no turn was running', 3000);
+  }
+
+  /** Re-runs the last turn after a provider error (the server refuses otherwise). */
+  async retry(): Promise<void> {
+    const { client, sessionId } = this.requireSession();
+    try {
+      await client.retry(sessionId);
+    } catch (err) {
+      if (errorKind(err) === 'retryUnavailable') throw new Error('Nothing to retry: the last turn did not end in a provider error.');
+      throw err;
+    }
+  }
+
+  /** The approval a command acts on: explicit id, the diff editor's URI, or the only/oldest pending one. */
+  resolveApproval(arg?: unknown): ToolItem | undefined {
+    const pending = this.state.pendingApprovals();
+    if (typeof arg === 'string') return pending.find((p) => p.approval!.requestId === arg);
+    const fromUri = requestIdOf(arg instanceof vscode.Uri ? arg : vscode.window.activeTextEditor?.document.uri);
+    if (fromUri) return pending.find((p) => p.approval!.requestId === fromUri);
+    return pending[0];
+  }
+
+  async approve(requestId: string, decision: Decision, message?: string): Promise<void> {
+    const { client, sessionId } = this.requireSession();
+    const tool = this.state.toolByRequest(requestId);
+    if (!tool?.approval || tool.approval.resolved) throw new Error('That approval is no longer pending (it was answered or the turn ended).');
+    if (!hasDecision(tool.approval.options, decision)) {
+      throw new Error(`"${DECISION_LABELS[decision]}" is not offered for ${tool.name}.`);
+    }
+    // The user's edits on the proposed side of the diff ride along as editedContent (allow decisions only).
+    const single = tool.approval.diff?.length === 1 ? tool.approval.diff[0] : undefined;
+    const edited = decision !== 'deny' && single ? editedContent(single.newText, this.diffs.edited(requestId)) : undefined;
+    try {
+      await client.approve(sessionId, requestId, decision, message, edited);
+    } catch (err) {
+      if (errorKind(err) === 'staleApproval') throw new Error('The server no longer waits for this approval (it was answered or the turn ended).');
+      throw err;
+    }
+  }
+
+  async deny(requestId: string, reason?: string): Promise<void> {
+    await this.approve(requestId, 'deny', reason || undefined);
+  }
+
+  async answer(requestId: string, answer: string): Promise<void> {
+    const { client, sessionId } = this.requireSession();
+    this.questions.get(requestId)?.cancel();
+    this.questions.delete(requestId);
+    await client.answer(sessionId, requestId, answer);
+    this.publish(this.state.markAnswered(requestId, answer));
+    this.refreshUi({ items: [], meta: true });
+  }
+
+  async pickModel(): Promise<void> {
+    const { client, sessionId } = this.requireSession();
+    const models = this.init?.models ?? [];
+    const pick = await vscode.window.showQuickPick(
+      models.map((m) => ({
+        label: m.id,
+        description: [m.id === this.state.meta.model ? 'current' : '', m.provider, m.name].filter(Boolean).join(' · '),
+        detail: [m.contextWindow ? `${m.contextWindow} tokens context` : '', m.vision ? 'images' : ''].filter(Boolean).join(', ') || undefined,
+      })),
+      { title: 'Switch the tandem model', placeHolder: `Current: ${this.state.meta.model ?? 'none'}` },
+    );
+    if (!pick) return;
+    const r = await client.switchModel(sessionId, pick.label);
+    this.publish(this.state.setMeta({ model: r.model }));
+    if (r.warning) void vscode.window.showWarningMessage(`tandem: ${r.warning}`);
+  }
+
+  async pickMode(): Promise<void> {
+    const { client, sessionId } = this.requireSession();
+    const pick = await vscode.window.showQuickPick(
+      MODES.map((m) => ({ label: m, description: m === this.state.meta.mode ? 'current' : '', detail: MODE_DESCRIPTIONS[m] })),
+      { title: 'Set the tandem permission mode' },
+    );
+    if (!pick) return;
+    await client.setMode(sessionId, pick.label as Mode);
+    this.publish(this.state.setMeta({ mode: pick.label as Mode }));
+  }
+
+  showLog(): void {
+    this.output.show(true);
+  }
+
+  showError(text: string): void {
+    void vscode.window.showErrorMessage(`tandem: ${text}`);
+  }
+
+  async dispose(): Promise<void> {
+    this.dropPending();
+    this.status.dispose();
+    this.diffs.dispose();
+    this.plans.dispose();
+    await this.supervisor.dispose();
+  }
+}
+
+export function msg(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,168 @@
+// Diff review of proposed edits: the proposed text lives in an in-memory file system (scheme
+// `tandem-proposed`) so the user can edit it in the diff editor before accepting; the left side is the
+// file on disk, or for a new file an empty document from a TextDocumentContentProvider (`tandem-empty`).
+// Why a FileSystemProvider for the right side: documents of a TextDocumentContentProvider are read-only
+// in VS Code, which would make "edit the proposal, accept your version" (editedContent) impossible.
+import * as path from 'node:path';
+import * as fs from 'node:fs';
+import * as vscode from 'vscode';
+import type { FileDiff } from './protocol';
+
+export const PROPOSED_SCHEME = 'tandem-proposed';
+export const EMPTY_SCHEME = 'tandem-empty';
+export const ORIGINAL_SCHEME = 'tandem-original';
+
+/**
+ * `tandem-proposed:/<relative path>?<requestId>/<index>`: the path alone shows in the tab and breadcrumbs
+ * (and keeps the file extension for syntax highlighting); the query makes it unique and names the request.
+ */
+export function proposedUri(requestId: string, index: number, filePath: string): vscode.Uri {
+  const rel = filePath.replace(/^\/+/, '');
+  return vscode.Uri.from({ scheme: PROPOSED_SCHEME, path: `/${rel}`, query: `${requestId}/${index}` });
+}
+
+export function requestIdOf(uri: vscode.Uri | undefined): string | undefined {
+  if (!uri || uri.scheme !== PROPOSED_SCHEME) return undefined;
+  return uri.query.split('/')[0] || undefined;
+}
+
+/** The provider's key for a proposal document: path and query, since only both together are unique. */
+const keyOf = (uri: vscode.Uri) => `${uri.path}?${uri.query}`;
+
+class ProposedFs implements vscode.FileSystemProvider {
+  readonly files = new Map<string, { data: Uint8Array; mtime: number }>();
+  private readonly emitter = new vscode.EventEmitter<vscode.FileChangeEvent[]>();
+  readonly onDidChangeFile = this.emitter.event;
+
+  watch(): vscode.Disposable {
+    return new vscode.Disposable(() => {});
+  }
+  stat(uri: vscode.Uri): vscode.FileStat {
+    const f = this.files.get(keyOf(uri));
+    if (!f) throw vscode.FileSystemError.FileNotFound(uri);
+    return { type: vscode.FileType.File, ctime: f.mtime, mtime: f.mtime, size: f.data.byteLength };
+  }
+  readDirectory(): [string, vscode.FileType][] {
+    return [];
+  }
+  createDirectory(): void {}
+  readFile(uri: vscode.Uri): Uint8Array {
+    const f = this.files.get(keyOf(uri));
+    if (!f) throw vscode.FileSystemError.FileNotFound(uri);
+    return f.data;
+  }
+  writeFile(uri: vscode.Uri, content: Uint8Array): void {
+    this.files.set(keyOf(uri), { data: content, mtime: Date.now() });
+    this.emitter.fire([{ type: vscode.FileChangeType.Changed, uri }]);
+  }
+  delete(uri: vscode.Uri): void {
+    this.files.delete(keyOf(uri));
+  }
+  rename(): void {
+    throw vscode.FileSystemError.NoPermissions('proposals cannot be renamed');
+  }
+}
+
+interface Review {
+  cwd: string;
+  diffs: FileDiff[];
+  uris: vscode.Uri[];
+}
+
+export class DiffReview implements vscode.Disposable {
+  private readonly fsp = new ProposedFs();
+  private readonly originals = new Map<string, string>();
+  private readonly reviews = new Map<string, Review>();
+  private readonly disposables: vscode.Disposable[] = [];
+
+  constructor() {
+    this.disposables.push(
+      vscode.workspace.registerFileSystemProvider(PROPOSED_SCHEME, this.fsp, { isCaseSensitive: true }),
+      vscode.workspace.registerTextDocumentContentProvider(EMPTY_SCHEME, { provideTextDocumentContent: () => '' }),
+      vscode.workspace.registerTextDocumentContentProvider(ORIGINAL_SCHEME, {
+        provideTextDocumentContent: (uri) => this.originals.get(keyOf(uri)) ?? '',
+      }),
+    );
+  }
+
+  /** Registers the proposal of an approval (no editor opens yet). */
+  add(requestId: string, cwd: string, diffs: FileDiff[]): void {
+    const uris = diffs.map((d, i) => {
+      const uri = proposedUri(requestId, i, d.path);
+      this.fsp.files.set(keyOf(uri), { data: Buffer.from(d.newText, 'utf8'), mtime: Date.now() });
+      return uri;
+    });
+    this.reviews.set(requestId, { cwd, diffs, uris });
+  }
+
+  has(requestId: string): boolean {
+    return this.reviews.has(requestId);
+  }
+
+  /** Opens `vscode.diff` for every file of the proposal (or only `onlyPath`). */
+  async open(requestId: string, onlyPath?: string): Promise<void> {
+    const r = this.reviews.get(requestId);
+    if (!r) throw new Error('This proposal is no longer pending (it was answered or the turn ended).');
+    for (let i = 0; i < r.diffs.length; i++) {
+      const d = r.diffs[i];
+      if (onlyPath && d.path !== onlyPath) continue;
+      const abs = path.isAbsolute(d.path) ? d.path : path.join(r.cwd, d.path);
+      let left: vscode.Uri;
+      if (d.oldText === null) {
+        left = vscode.Uri.from({ scheme: EMPTY_SCHEME, path: '/' + d.path.replace(/^\/+/, '') });
+      } else if (fs.existsSync(abs)) {
+        left = vscode.Uri.file(abs);
+      } else {
+        // The server saw a file that is gone now: show its text as the server knew it.
+        left = vscode.Uri.from({ scheme: ORIGINAL_SCHEME, path: '/' + d.path.replace(/^\/+/, ''), query: `${requestId}/${i}` });
+        this.originals.set(keyOf(left), d.oldText);
+      }
+      const name = path.basename(d.path);
+      const title = `${name} ${d.oldText === null ? '(new file)' : ''} ↔ proposed by tandem (editable)`.replace(/\s+/g, ' ');
+      await vscode.commands.executeCommand('vscode.diff', left, r.uris[i], title, { preview: false });
+    }
+  }
+
+  /**
+   * The user's version of a single-file proposal if they edited the right side, else undefined.
+   * Reads the open (possibly unsaved) document, falling back to what was saved into the provider.
+   */
+  edited(requestId: string): string | undefined {
+    const r = this.reviews.get(requestId);
+    if (!r || r.diffs.length !== 1) return undefined;
+    const uri = r.uris[0];
+    const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
+    const current = doc ? doc.getText() : Buffer.from(this.fsp.files.get(keyOf(uri))?.data ?? new Uint8Array()).toString('utf8');
+    return current === r.diffs[0].newText ? undefined : current;
+  }
+
+  /** Closes the diff editors of a resolved proposal and forgets it. */
+  async close(requestId: string): Promise<void> {
+    const r = this.reviews.get(requestId);
+    if (!r) return;
+    this.reviews.delete(requestId);
+    const keys = new Set(r.uris.map((u) => u.toString()));
+    // Saving first writes to our in-memory provider only; it prevents a "save changes?" prompt on close.
+    for (const doc of vscode.workspace.textDocuments) {
+      if (keys.has(doc.uri.toString()) && doc.isDirty) await doc.save();
+    }
+    const tabs: vscode.Tab[] = [];
+    for (const g of vscode.window.tabGroups.all) {
+      for (const t of g.tabs) {
+        const input = t.input;
+        if (input instanceof vscode.TabInputTextDiff && keys.has(input.modified.toString())) tabs.push(t);
+        else if (input instanceof vscode.TabInputText && keys.has(input.uri.toString())) tabs.push(t);
+      }
+    }
+    if (tabs.length) await vscode.window.tabGroups.close(tabs, true);
+    for (const u of r.uris) this.fsp.files.delete(keyOf(u));
+  }
+
+  async closeAll(): Promise<void> {
+    for (const id of [...this.reviews.keys()]) await this.close(id);
+  }
+
+  dispose(): void {
+    for (const d of this.disposables) d.dispose();
+  }
+}

@@ -1,0 +1,41 @@
+// Builds prompt text with the editor selection attached as context, and other small pure helpers the
+// commands share (vscode-free, unit-tested).
+import type { ApprovalOption, Decision } from './protocol';
+
+export interface SelectionContext {
+  /** Workspace-relative path (or absolute when outside every folder). */
+  path: string;
+  languageId: string;
+  startLine: number; // 1-based
+  endLine: number; // 1-based, inclusive
+  text: string;
+}
+
+/** The prompt sent to the server: the user's text, then the selection in a fenced block naming file and lines. */
+export function promptWithSelection(text: string, sel?: SelectionContext): string {
+  if (!sel || !sel.text.trim()) return text;
+  // A fence longer than any backtick run inside the selection keeps the block intact.
+  const longest = Math.max(2, ...(sel.text.match(/`+/g) ?? []).map((r) => r.length));
+  const fence = '`'.repeat(longest + 1);
+  const lines = sel.startLine === sel.endLine ? `line ${sel.startLine}` : `lines ${sel.startLine}-${sel.endLine}`;
+  return `${text}\n\nSelected in ${sel.path} (${lines}):\n${fence}${sel.languageId}\n${sel.text}\n${fence}`;
+}
+
+/** Options the user may pick for an approval, in server order, deny last. */
+export function allowOptions(options: ApprovalOption[]): ApprovalOption[] {
+  return options.filter((o) => o.decision !== 'deny');
+}
+
+export function hasDecision(options: ApprovalOption[], d: Decision): boolean {
+  return options.some((o) => o.decision === d);
+}
+
+/** The edited content to send with an approval: only when the user really changed the proposed text. */
+export function editedContent(proposed: string, current: string | undefined): string | undefined {
+  if (current === undefined) return undefined;
+  return current === proposed ? undefined : current;
+}
+
+export function formatExit(code: number | null, signal: string | null): string {
+  return signal ? `signal ${signal}` : `exit code ${code}`;
+}

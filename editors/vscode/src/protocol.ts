@@ -1,0 +1,146 @@
+// Types of tandem's native JSON-RPC protocol v1 (DESIGN.md §3 and notes/wire-decisions.md), client side.
+// Kept free of any `vscode` import so the client, the state reducer and the tests can use them under plain node.
+
+export const PROTOCOL_VERSION = 1;
+
+export type Mode = 'ask' | 'autoEdit' | 'plan' | 'fullAuto';
+export const MODES: readonly Mode[] = ['ask', 'autoEdit', 'plan', 'fullAuto'];
+
+export type Decision = 'once' | 'alwaysTool' | 'alwaysCommand' | 'deny';
+
+export type ToolKind = 'read' | 'search' | 'edit' | 'delete' | 'move' | 'execute' | 'think' | 'fetch' | 'other';
+
+export type ToolStatus = 'pending' | 'awaitingApproval' | 'running' | 'completed' | 'failed' | 'denied' | 'interrupted';
+
+export type TurnEndReason = 'completed' | 'interrupted' | 'error' | 'contextExceeded' | 'maxIterations';
+
+export interface ModelInfo {
+  id: string;
+  provider?: string;
+  name?: string;
+  contextWindow?: number;
+  vision?: boolean;
+}
+
+export interface InitializeResult {
+  protocolVersion: number;
+  serverInfo: { name: string; version: string };
+  capabilities: { sessionStore?: boolean; framing?: string; imagePrompts?: boolean; [k: string]: unknown };
+  models: ModelInfo[];
+  defaultModel: string;
+}
+
+export interface NewSessionResult {
+  sessionId: string;
+  model: string;
+  mode: Mode;
+}
+
+export interface SessionSummary {
+  sessionId: string;
+  cwd: string;
+  title?: string;
+  model: string;
+  updatedAt: string | number;
+}
+
+export interface LoadSessionResult {
+  sessionId: string;
+  cwd: string;
+  model: string;
+  mode: Mode;
+  state: string;
+  messages: unknown[];
+  pending: unknown[];
+}
+
+export type PromptPart = { type: 'text'; text: string } | { type: 'image'; mimeType: string; data: string };
+
+export interface FileDiff {
+  path: string;
+  oldText: string | null;
+  newText: string;
+  unified: string;
+}
+
+export interface ApprovalOption {
+  decision: Decision;
+  label: string;
+  commandPrefix?: string;
+}
+
+interface EventBase {
+  sessionId: string;
+  seq: number;
+  turnId?: string;
+}
+
+export type SessionEvent = EventBase &
+  (
+    | { type: 'turnStarted'; model: string }
+    | { type: 'assistantDelta'; text: string }
+    | { type: 'reasoningDelta'; text: string }
+    | { type: 'assistantMessage'; text: string; reasoning?: string }
+    | {
+        type: 'toolCall';
+        toolCallId: string;
+        name: string;
+        kind: ToolKind;
+        title: string;
+        arguments: unknown;
+        locations?: { path: string; line?: number }[];
+      }
+    | {
+        type: 'approvalRequested';
+        requestId: string;
+        toolCallId: string;
+        name: string;
+        kind: ToolKind;
+        title: string;
+        reason: string;
+        arguments: unknown;
+        diff?: FileDiff[];
+        command?: string;
+        cwd?: string;
+        options: ApprovalOption[];
+      }
+    | { type: 'approvalResolved'; requestId: string; decision: Decision }
+    | { type: 'questionAsked'; requestId: string; toolCallId: string; question: string; choices?: string[]; plan?: string }
+    | {
+        type: 'toolCallUpdate';
+        toolCallId: string;
+        status: ToolStatus;
+        output?: string;
+        result?: string;
+        diff?: FileDiff[];
+      }
+    | { type: 'steeringApplied'; text: string }
+    | { type: 'compacting'; summary?: string }
+    | { type: 'compacted'; summary?: string }
+    | { type: 'modelSwitched'; from: string; to: string; warning?: string }
+    | { type: 'notice'; kind: string; text: string }
+    | { type: 'usage'; model: string; inputTokens: number; outputTokens: number; cachedTokens?: number }
+    | { type: 'turnEnded'; reason: TurnEndReason; error?: { message: string; retriable: boolean } }
+  );
+
+export type EventOf<T extends SessionEvent['type']> = Extract<SessionEvent, { type: T }>;
+
+/** The `data.kind` of a JSON-RPC error from the server, if any. */
+export function errorKind(err: unknown): string | undefined {
+  const data = (err as { data?: { kind?: unknown } } | undefined)?.data;
+  return typeof data?.kind === 'string' ? data.kind : undefined;
+}
+
+export const MODE_DESCRIPTIONS: Record<Mode, string> = {
+  ask: 'Ask before every edit and command',
+  autoEdit: 'Edit files without asking; ask before commands',
+  plan: 'Read only; the agent proposes a plan for you to accept',
+  fullAuto: 'Edit and run commands without asking',
+};
+
+export const DECISION_LABELS: Record<Decision, string> = {
+  once: 'Allow once',
+  alwaysTool: 'Always allow this tool',
+  alwaysCommand: 'Always allow this command',
+  deny: 'Deny',
+};

@@ -1,0 +1,260 @@
+// The chat webview's script (bundled to dist/webview.js): renders the extension's ChatState snapshot and
+// updates, and turns clicks and keys into messages for the extension. It keeps no conversation state of
+// its own beyond the draft, so a reloaded view is rebuilt from the extension after the `ready` handshake.
+import MarkdownIt from 'markdown-it';
+import type { ChatItem, ChatMeta, Snapshot } from '../chatState';
+import type { Decision } from '../protocol';
+
+declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): unknown; setState(s: unknown): void };
+const vscode = acquireVsCodeApi();
+// html:false: model output is untrusted; raw HTML in it must show as text, never run.
+const md = new MarkdownIt({ html: false, linkify: true, breaks: false });
+// Only links with a scheme: fuzzy linking turns file names like README.md (.md is a TLD) into web links.
+md.linkify.set({ fuzzyLink: false, fuzzyEmail: false });
+
+let items: ChatItem[] = [];
+let meta: ChatMeta | undefined;
+
+const $ = <T extends HTMLElement>(sel: string) => document.querySelector(sel) as T;
+const log = $('#log');
+const input = $<HTMLTextAreaElement>('#prompt');
+const sendBtn = $<HTMLButtonElement>('#send');
+const stopBtn = $<HTMLButtonElement>('#stop');
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string> = {}, ...children: (Node | string)[]) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === 'class') e.className = v;
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c);
+  return e;
+}
+
+function button(label: string, testid: string, onClick: () => void, cls = ''): HTMLButtonElement {
+  const b = el('button', { 'data-testid': testid, class: cls, type: 'button' }, label);
+  b.addEventListener('click', onClick);
+  return b;
+}
+
+const STATUS_LABEL: Record<string, string> = {
+  pending: 'pending',
+  awaitingApproval: 'awaiting approval',
+  running: 'running',
+  completed: 'completed',
+  failed: 'failed',
+  denied: 'denied',
+  interrupted: 'interrupted',
+};
+
+function renderItem(item: ChatItem): HTMLElement {
+  switch (item.type) {
+    case 'user':
+      return el('div', { class: 'msg user' + (item.steer ? ' steer' : ''), 'data-testid': 'user-message' }, item.steer ? `Steer: ${item.text}` : item.text);
+    case 'assistant': {
+      const div = el('div', { class: 'msg assistant' + (item.streaming ? ' streaming' : ''), 'data-testid': 'assistant-message' });
+      if (item.reasoning) {
+        const det = el('details', { class: 'reasoning', 'data-testid': 'reasoning' }, el('summary', {}, 'Reasoning'));
+        det.append(el('div', { class: 'reasoning-body' }, item.reasoning));
+        div.append(det);
+      }
+      const body = el('div', { class: 'markdown' });
+      body.innerHTML = md.render(item.text);
+      div.append(body);
+      return div;
+    }
+    case 'notice':
+      return el('div', { class: `notice notice-${item.kind}`, 'data-testid': 'notice' }, item.text);
+    case 'question':
+      return renderQuestion(item);
+    case 'tool':
+      return renderTool(item);
+  }
+}
+
+function renderQuestion(q: Extract<ChatItem, { type: 'question' }>): HTMLElement {
+  const card = el('div', { class: 'card question', 'data-testid': 'question-card' });
+  card.append(el('div', { class: 'card-head' }, el('span', { class: 'badge' }, q.plan ? 'plan' : 'question'), el('span', { class: 'title' }, q.question)));
+  if (q.plan) {
+    const body = el('div', { class: 'markdown plan' });
+    body.innerHTML = md.render(q.plan);
+    card.append(body);
+  }
+  if (q.answer !== undefined) {
+    card.append(el('div', { class: 'resolved' }, `Answered: ${q.answer}`));
+    return card;
+  }
+  if (q.withdrawn) {
+    card.append(el('div', { class: 'resolved' }, 'No longer waiting for an answer.'));
+    return card;
+  }
+  const row = el('div', { class: 'actions' });
+  if (q.plan) row.append(button('Open preview', 'open-plan', () => vscode.postMessage({ type: 'openPlan', requestId: q.requestId }), 'secondary'));
+  for (const c of q.choices ?? []) {
+    row.append(button(c, 'choice', () => vscode.postMessage({ type: 'answer', requestId: q.requestId, answer: c })));
+  }
+  card.append(row);
+  const free = el('input', { type: 'text', placeholder: q.plan ? 'Or comment on the plan…' : 'Type an answer…', 'data-testid': 'answer-input' }) as HTMLInputElement;
+  const send = () => free.value.trim() && vscode.postMessage({ type: 'answer', requestId: q.requestId, answer: free.value.trim() });
+  free.addEventListener('keydown', (ev) => ev.key === 'Enter' && send());
+  card.append(el('div', { class: 'actions' }, free, button('Answer', 'answer', send, 'secondary')));
+  return card;
+}
+
+function renderTool(t: Extract<ChatItem, { type: 'tool' }>): HTMLElement {
+  const card = el('div', { class: `card tool status-${t.status}`, 'data-testid': 'tool-card', 'data-tool': t.name, 'data-status': t.status });
+  card.append(
+    el(
+      'div',
+      { class: 'card-head' },
+      el('span', { class: `badge kind-${t.kind}`, 'data-testid': 'tool-kind' }, t.kind),
+      el('span', { class: 'title', 'data-testid': 'tool-title' }, t.title),
+      el('span', { class: 'status', 'data-testid': 'tool-status' }, STATUS_LABEL[t.status] ?? t.status),
+    ),
+  );
+  const a = t.approval;
+  if (a) {
+    const box = el('div', { class: 'approval', 'data-testid': 'approval' });
+    box.append(el('div', { class: 'reason' }, a.reason));
+    if (a.command !== undefined) {
+      box.append(el('div', { class: 'kv' }, el('span', {}, 'Command'), el('code', { 'data-testid': 'approval-command' }, a.command)));
+      if (a.cwd) box.append(el('div', { class: 'kv' }, el('span', {}, 'Directory'), el('code', { 'data-testid': 'approval-cwd' }, a.cwd)));
+    }
+    for (const d of a.diff ?? []) {
+      const row = el('div', { class: 'diff-file' }, el('code', {}, d.path + (d.oldText === null ? ' (new file)' : '')));
+      // Only a pending proposal has a diff editor to open; afterwards the unified diff below remains.
+      if (!a.resolved) row.append(button('Open diff', 'open-diff', () => vscode.postMessage({ type: 'openDiff', requestId: a.requestId, path: d.path }), 'secondary'));
+      box.append(row);
+      const det = el('details', { class: 'unified' }, el('summary', {}, 'Unified diff'), el('pre', {}, d.unified));
+      box.append(det);
+    }
+    if (a.resolved) {
+      box.append(el('div', { class: 'resolved', 'data-testid': 'approval-resolved' }, a.resolved === 'deny' ? 'Denied' : `Allowed (${a.resolved})`));
+    } else {
+      const row = el('div', { class: 'actions' });
+      const decide = (decision: Decision, message?: string) => vscode.postMessage({ type: 'approve', requestId: a.requestId, decision, message });
+      for (const o of a.options.filter((o) => o.decision !== 'deny')) {
+        const label = o.decision === 'alwaysCommand' && o.commandPrefix ? `${o.label} (${o.commandPrefix})` : o.label;
+        row.append(button(label, `approve-${o.decision}`, () => decide(o.decision), o.decision === 'once' ? '' : 'secondary'));
+      }
+      box.append(row);
+      const reason = el('input', { type: 'text', placeholder: 'Reason for denying (optional)', 'data-testid': 'deny-reason' }) as HTMLInputElement;
+      reason.addEventListener('keydown', (ev) => ev.key === 'Enter' && decide('deny', reason.value.trim() || undefined));
+      box.append(el('div', { class: 'actions' }, reason, button('Deny', 'deny', () => decide('deny', reason.value.trim() || undefined), 'danger')));
+    }
+    card.append(box);
+  }
+  if (t.output) card.append(el('pre', { class: 'output', 'data-testid': 'tool-output' }, t.output));
+  if (t.result !== undefined && t.result !== '') {
+    card.append(el('details', { class: 'result' }, el('summary', {}, 'Result'), el('pre', { 'data-testid': 'tool-result' }, t.result)));
+  }
+  return card;
+}
+
+const TURN_LABEL: Record<string, string> = {
+  idle: 'idle',
+  running: 'running',
+  awaitingApproval: 'waiting for your approval',
+  awaitingAnswer: 'waiting for your answer',
+};
+
+function renderMeta(): void {
+  if (!meta) return;
+  const running = meta.turn !== 'idle';
+  $('#model').textContent = meta.model ?? '—';
+  $('#mode').textContent = meta.mode ?? '—';
+  const turn = $('#turn');
+  turn.textContent = meta.server === 'ready' ? TURN_LABEL[meta.turn] : meta.server === 'starting' ? 'starting server…' : 'server down';
+  turn.dataset.state = meta.server === 'ready' ? meta.turn : meta.server;
+  const banner = $('#banner');
+  banner.textContent = meta.serverMessage ?? '';
+  banner.hidden = !meta.serverMessage;
+  sendBtn.textContent = running ? 'Steer' : 'Send';
+  sendBtn.dataset.testid = running ? 'steer' : 'send';
+  input.placeholder = running ? 'Steer the running turn (Enter)…' : 'Ask tandem (Enter to send, Shift+Enter for a new line)…';
+  stopBtn.disabled = !running;
+  const u = meta.usage;
+  $('#usage').textContent = u
+    ? `Tokens: last ${u.inputTokens} in / ${u.outputTokens} out${u.cachedTokens ? ` (${u.cachedTokens} cached)` : ''} · session ${u.totalInput} in / ${u.totalOutput} out`
+    : '';
+  const end = meta.lastEnd;
+  const ended = $('#ended');
+  ended.textContent = !running && end ? `Last turn: ${end.reason}${end.error ? ` — ${end.error}` : ''} ` : '';
+  if (!running && end?.reason === 'error') {
+    ended.append(button('Retry', 'retry', () => vscode.postMessage({ type: 'command', command: 'tandem.retry' }), 'secondary'));
+  }
+}
+
+function atBottom(): boolean {
+  return log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+}
+
+function renderAll(): void {
+  log.replaceChildren(...items.map(renderItem));
+  log.scrollTop = log.scrollHeight;
+}
+
+function update(index: number, item: ChatItem): void {
+  const stick = atBottom();
+  items[index] = item;
+  const node = renderItem(item);
+  const old = log.children[index];
+  // Keep a half-typed deny reason or answer when its card re-renders.
+  const typed = old?.querySelector('input') as HTMLInputElement | null;
+  if (typed?.value) {
+    const fresh = node.querySelector(`input[data-testid="${typed.dataset.testid}"]`) as HTMLInputElement | null;
+    if (fresh) fresh.value = typed.value;
+  }
+  if (old) old.replaceWith(node);
+  else log.append(node);
+  if (stick) log.scrollTop = log.scrollHeight;
+}
+
+window.addEventListener('message', (ev: MessageEvent) => {
+  const m = ev.data as
+    | { type: 'snapshot'; snapshot: Snapshot }
+    | { type: 'items'; updates: { index: number; item: ChatItem }[] }
+    | { type: 'meta'; meta: ChatMeta }
+    | { type: 'focus' };
+  if (m.type === 'snapshot') {
+    items = m.snapshot.items.slice();
+    meta = m.snapshot.meta;
+    renderAll();
+    renderMeta();
+  } else if (m.type === 'items') {
+    for (const u of m.updates) update(u.index, u.item);
+  } else if (m.type === 'meta') {
+    meta = m.meta;
+    renderMeta();
+  } else if (m.type === 'focus') {
+    input.focus();
+  }
+});
+
+function submit(): void {
+  const text = input.value.trim();
+  if (!text) return;
+  vscode.postMessage({ type: meta && meta.turn !== 'idle' ? 'steer' : 'prompt', text });
+  input.value = '';
+  vscode.setState({ draft: '' });
+}
+
+input.addEventListener('keydown', (ev) => {
+  if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
+    ev.preventDefault();
+    submit();
+  } else if (ev.key === 'Escape' && meta && meta.turn !== 'idle') {
+    vscode.postMessage({ type: 'stop' });
+  }
+});
+input.addEventListener('input', () => vscode.setState({ draft: input.value }));
+sendBtn.addEventListener('click', submit);
+stopBtn.addEventListener('click', () => vscode.postMessage({ type: 'stop' }));
+$('#model').addEventListener('click', () => vscode.postMessage({ type: 'command', command: 'tandem.switchModel' }));
+$('#mode').addEventListener('click', () => vscode.postMessage({ type: 'command', command: 'tandem.setMode' }));
+$('#new').addEventListener('click', () => vscode.postMessage({ type: 'command', command: 'tandem.newSession' }));
+
+const saved = vscode.getState() as { draft?: string } | undefined;
+if (saved?.draft) input.value = saved.draft;
+// The handshake: the extension holds every event until this arrives, then sends a full snapshot.
+vscode.postMessage({ type: 'ready' });

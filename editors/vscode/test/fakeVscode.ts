@@ -1,0 +1,235 @@
+// A small in-memory stand-in for the `vscode` module, enough to run the extension's controller, diff review
+// and commands under plain node: it records executed commands, messages and opened diffs, and lets a test
+// script the answers of input boxes and quick picks. Installed by vscodeHook.ts.
+import * as path from 'node:path';
+
+export class Uri {
+  private constructor(
+    readonly scheme: string,
+    readonly path: string,
+    readonly query = '',
+  ) {}
+  get fsPath(): string {
+    return this.path;
+  }
+  static file(p: string): Uri {
+    return new Uri('file', p);
+  }
+  static from(c: { scheme: string; path: string; query?: string }): Uri {
+    return new Uri(c.scheme, c.path, c.query ?? '');
+  }
+  static joinPath(base: Uri, ...parts: string[]): Uri {
+    return new Uri(base.scheme, path.posix.join(base.path, ...parts));
+  }
+  toString(): string {
+    return `${this.scheme}:${this.path}${this.query ? `?${this.query}` : ''}`;
+  }
+}
+
+export class Disposable {
+  constructor(private readonly fn: () => void = () => {}) {}
+  dispose(): void {
+    this.fn();
+  }
+}
+
+export class EventEmitter<T> {
+  private listeners: ((e: T) => void)[] = [];
+  event = (l: (e: T) => void) => {
+    this.listeners.push(l);
+    return new Disposable(() => (this.listeners = this.listeners.filter((x) => x !== l)));
+  };
+  fire(e: T): void {
+    for (const l of this.listeners) l(e);
+  }
+  dispose(): void {
+    this.listeners = [];
+  }
+}
+
+export class ThemeColor {
+  constructor(readonly id: string) {}
+}
+export class CancellationTokenSource {
+  token = { isCancellationRequested: false };
+  cancel(): void {
+    this.token.isCancellationRequested = true;
+  }
+}
+export class TabInputTextDiff {
+  constructor(
+    readonly original: Uri,
+    readonly modified: Uri,
+  ) {}
+}
+export class TabInputText {
+  constructor(readonly uri: Uri) {}
+}
+export const FileSystemError = {
+  FileNotFound: (u?: unknown) => new Error(`FileNotFound ${String(u)}`),
+  NoPermissions: (m?: unknown) => new Error(`NoPermissions ${String(m)}`),
+};
+export const FileType = { File: 1, Directory: 2 };
+export const FileChangeType = { Changed: 1, Created: 2, Deleted: 3 };
+export const StatusBarAlignment = { Left: 1, Right: 2 };
+
+/** A text document as the fake editor holds it; `setText` simulates the user typing in it. */
+export class FakeDocument {
+  isDirty = false;
+  constructor(
+    readonly uri: Uri,
+    private text: string,
+  ) {}
+  getText(): string {
+    return this.text;
+  }
+  setText(t: string): void {
+    this.text = t;
+    this.isDirty = true;
+  }
+  async save(): Promise<boolean> {
+    const fsp = fake.fileSystems.get(this.uri.scheme);
+    fsp?.writeFile(this.uri, Buffer.from(this.text), { create: true, overwrite: true });
+    this.isDirty = false;
+    return true;
+  }
+}
+
+interface Tab {
+  input: unknown;
+}
+
+/** The test-visible state of the fake host. */
+export const fake = {
+  settings: new Map<string, unknown>(),
+  commands: new Map<string, (...a: unknown[]) => unknown>(),
+  executed: [] as { id: string; args: unknown[] }[],
+  contexts: new Map<string, unknown>(),
+  messages: [] as { level: 'info' | 'warning' | 'error'; text: string; actions: string[] }[],
+  inputBoxAnswers: [] as (string | undefined)[],
+  quickPickAnswers: [] as ((items: any[]) => any)[],
+  fileSystems: new Map<string, any>(),
+  contentProviders: new Map<string, any>(),
+  textDocuments: [] as FakeDocument[],
+  tabs: [] as Tab[],
+  webviewProviders: new Map<string, any>(),
+  statusBar: { text: '', tooltip: '', command: '' as unknown, backgroundColor: undefined as unknown, name: '', show() {}, dispose() {} },
+  output: [] as string[],
+  workspaceFolder: undefined as string | undefined,
+  reset(): void {
+    this.settings.clear();
+    this.commands.clear();
+    this.executed.length = 0;
+    this.contexts.clear();
+    this.messages.length = 0;
+    this.inputBoxAnswers.length = 0;
+    this.quickPickAnswers.length = 0;
+    this.fileSystems.clear();
+    this.contentProviders.clear();
+    this.textDocuments.length = 0;
+    this.tabs.length = 0;
+    this.webviewProviders.clear();
+    this.output.length = 0;
+  },
+};
+
+function readDoc(uri: Uri): string {
+  const fsp = fake.fileSystems.get(uri.scheme);
+  if (fsp) return Buffer.from(fsp.readFile(uri)).toString('utf8');
+  const cp = fake.contentProviders.get(uri.scheme);
+  if (cp) return cp.provideTextDocumentContent(uri);
+  return require('node:fs').readFileSync(uri.fsPath, 'utf8');
+}
+
+export const workspace = {
+  get workspaceFolders() {
+    return fake.workspaceFolder ? [{ uri: Uri.file(fake.workspaceFolder), name: 'ws', index: 0 }] : undefined;
+  },
+  get textDocuments() {
+    return fake.textDocuments;
+  },
+  getConfiguration(section: string) {
+    return { get: <T>(key: string, def?: T) => (fake.settings.has(`${section}.${key}`) ? (fake.settings.get(`${section}.${key}`) as T) : def) };
+  },
+  registerFileSystemProvider(scheme: string, p: unknown) {
+    fake.fileSystems.set(scheme, p);
+    return new Disposable(() => fake.fileSystems.delete(scheme));
+  },
+  registerTextDocumentContentProvider(scheme: string, p: unknown) {
+    fake.contentProviders.set(scheme, p);
+    return new Disposable(() => fake.contentProviders.delete(scheme));
+  },
+  onDidChangeConfiguration: () => new Disposable(),
+  getWorkspaceFolder: () => workspace.workspaceFolders?.[0],
+  async openTextDocument(uri: Uri) {
+    let d = fake.textDocuments.find((x) => x.uri.toString() === uri.toString());
+    if (!d) fake.textDocuments.push((d = new FakeDocument(uri, readDoc(uri))));
+    return d;
+  },
+};
+
+const message = (level: 'info' | 'warning' | 'error') => async (text: string, ...actions: string[]) => {
+  fake.messages.push({ level, text, actions });
+  return undefined;
+};
+
+export const window = {
+  activeTextEditor: undefined as unknown,
+  createStatusBarItem: () => fake.statusBar,
+  createOutputChannel: () => ({ appendLine: (l: string) => fake.output.push(l), show() {}, dispose() {} }),
+  showInformationMessage: message('info'),
+  showWarningMessage: message('warning'),
+  showErrorMessage: message('error'),
+  setStatusBarMessage: () => new Disposable(),
+  async showInputBox() {
+    return fake.inputBoxAnswers.shift();
+  },
+  async showQuickPick(items: any[]) {
+    const f = fake.quickPickAnswers.shift();
+    return f ? f(await items) : undefined;
+  },
+  createQuickPick() {
+    const hide = new EventEmitter<void>();
+    return { items: [] as any[], selectedItems: [] as any[], onDidAccept: () => new Disposable(), onDidHide: hide.event, show() {}, hide: () => hide.fire(), dispose() {} };
+  },
+  registerWebviewViewProvider(id: string, p: unknown) {
+    fake.webviewProviders.set(id, p);
+    return new Disposable();
+  },
+  async showTextDocument() {
+    return undefined;
+  },
+  tabGroups: {
+    get all() {
+      return [{ tabs: fake.tabs }];
+    },
+    async close(tabs: Tab[]) {
+      for (const t of tabs) fake.tabs.splice(fake.tabs.indexOf(t), 1);
+      return true;
+    },
+  },
+};
+
+export const commands = {
+  registerCommand(id: string, fn: (...a: unknown[]) => unknown) {
+    fake.commands.set(id, fn);
+    return new Disposable(() => fake.commands.delete(id));
+  },
+  async executeCommand(id: string, ...args: unknown[]) {
+    fake.executed.push({ id, args });
+    if (id === 'setContext') {
+      fake.contexts.set(args[0] as string, args[1]);
+      return;
+    }
+    if (id === 'vscode.diff') {
+      // Like VS Code: both sides become open documents and one diff tab shows them.
+      const [left, right] = args as [Uri, Uri];
+      await workspace.openTextDocument(left);
+      await workspace.openTextDocument(right);
+      fake.tabs.push({ input: new TabInputTextDiff(left, right) });
+      return;
+    }
+    const fn = fake.commands.get(id);
+    return fn ? fn(...args) : undefined;
+  },
+};

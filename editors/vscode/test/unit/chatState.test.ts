@@ -1,0 +1,134 @@
+// Unit tests of the ChatState reducer: how session events become chat items, turn state and usage.
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { ChatState } from '../../src/chatState';
+import type { SessionEvent } from '../../src/protocol';
+
+function feeder(state: ChatState, sessionId = 's1') {
+  let seq = 0;
+  return (e: Record<string, unknown>) => state.apply({ sessionId, seq: ++seq, turnId: 't1', ...e } as SessionEvent);
+}
+
+function fresh() {
+  const s = new ChatState();
+  s.reset({ sessionId: 's1', model: 'm', mode: 'ask' });
+  return { s, feed: feeder(s) };
+}
+
+test('deltas stream into one assistant item that assistantMessage finalizes', () => {
+  const { s, feed } = fresh();
+  feed({ type: 'turnStarted', model: 'm' });
+  assert.equal(s.meta.turn, 'running');
+  const c1 = feed({ type: 'assistantDelta', text: 'Hel' });
+  feed({ type: 'reasoningDelta', text: 'hmm' });
+  const c2 = feed({ type: 'assistantDelta', text: 'lo' });
+  assert.deepEqual(c1.items, c2.items, 'both deltas update the same item');
+  let a = s.items[0];
+  assert.ok(a.type === 'assistant' && a.text === 'Hello' && a.reasoning === 'hmm' && a.streaming);
+  feed({ type: 'assistantMessage', text: 'Hello!' });
+  a = s.items[0];
+  assert.ok(a.type === 'assistant' && a.text === 'Hello!' && !a.streaming);
+  feed({ type: 'assistantDelta', text: 'next' });
+  assert.equal(s.items.length, 2, 'text after a finished message starts a new bubble');
+});
+
+test('an empty assistantMessage with nothing streamed adds no bubble', () => {
+  const { s, feed } = fresh();
+  feed({ type: 'turnStarted', model: 'm' });
+  feed({ type: 'assistantMessage', text: '' });
+  assert.equal(s.items.length, 0);
+});
+
+test('tool card goes through approval, running, streamed output and completion', () => {
+  const { s, feed } = fresh();
+  feed({ type: 'turnStarted', model: 'm' });
+  feed({ type: 'toolCall', toolCallId: 'c1', name: 'shell', kind: 'execute', title: 'Run ls', arguments: { command: 'ls' } });
+  feed({
+    type: 'approvalRequested', requestId: 'r1', toolCallId: 'c1', name: 'shell', kind: 'execute', title: 'Run ls', reason: 'runs a command',
+    arguments: {}, command: 'ls', cwd: '/w', options: [{ decision: 'once', label: 'Allow once' }, { decision: 'deny', label: 'Deny' }],
+  });
+  assert.equal(s.meta.turn, 'awaitingApproval');
+  assert.equal(s.pendingApprovals().length, 1);
+  assert.equal(s.toolByRequest('r1')?.approval?.command, 'ls');
+  feed({ type: 'approvalResolved', requestId: 'r1', decision: 'once' });
+  assert.equal(s.meta.turn, 'running');
+  assert.equal(s.pendingApprovals().length, 0);
+  feed({ type: 'toolCallUpdate', toolCallId: 'c1', status: 'running' });
+  feed({ type: 'toolCallUpdate', toolCallId: 'c1', status: 'running', output: 'a\n' });
+  feed({ type: 'toolCallUpdate', toolCallId: 'c1', status: 'running', output: 'b\n' });
+  feed({ type: 'toolCallUpdate', toolCallId: 'c1', status: 'completed', result: 'a\nb' });
+  const t = s.items[0];
+  assert.ok(t.type === 'tool');
+  assert.equal(t.output, 'a\nb\n');
+  assert.equal(t.status, 'completed');
+  assert.equal(t.result, 'a\nb');
+  assert.equal(t.approval?.resolved, 'once');
+});
+
+test('a denied approval marks the card denied', () => {
+  const { s, feed } = fresh();
+  feed({ type: 'turnStarted', model: 'm' });
+  feed({ type: 'toolCall', toolCallId: 'c1', name: 'write_file', kind: 'edit', title: 'Write', arguments: {} });
+  feed({ type: 'approvalRequested', requestId: 'r1', toolCallId: 'c1', name: 'write_file', kind: 'edit', title: 'Write', reason: '', arguments: {}, options: [] });
+  feed({ type: 'approvalResolved', requestId: 'r1', decision: 'deny' });
+  const t = s.items[0];
+  assert.ok(t.type === 'tool' && t.status === 'denied');
+});
+
+test('duplicate seq and foreign sessions are ignored', () => {
+  const { s } = fresh();
+  s.apply({ sessionId: 's1', seq: 1, type: 'turnStarted', model: 'm' } as SessionEvent);
+  const dup = s.apply({ sessionId: 's1', seq: 1, type: 'assistantDelta', text: 'x' } as SessionEvent);
+  const foreign = s.apply({ sessionId: 'other', seq: 2, type: 'assistantDelta', text: 'y' } as SessionEvent);
+  assert.deepEqual(dup.items, []);
+  assert.deepEqual(foreign.items, []);
+  assert.equal(s.items.length, 0);
+});
+
+test('usage keeps the last call and the session totals', () => {
+  const { s, feed } = fresh();
+  feed({ type: 'usage', model: 'm', inputTokens: 10, outputTokens: 2 });
+  feed({ type: 'usage', model: 'm', inputTokens: 30, outputTokens: 5, cachedTokens: 8 });
+  assert.deepEqual(s.meta.usage, { model: 'm', inputTokens: 30, outputTokens: 5, cachedTokens: 8, totalInput: 40, totalOutput: 7 });
+});
+
+test('questions wait for an answer, and are withdrawn when the turn ends unanswered', () => {
+  const { s, feed } = fresh();
+  feed({ type: 'turnStarted', model: 'm' });
+  feed({ type: 'toolCall', toolCallId: 'q', name: 'ask_user', kind: 'think', title: 'Ask', arguments: {} });
+  feed({ type: 'questionAsked', requestId: 'r1', toolCallId: 'q', question: 'Which?', choices: ['a', 'b'] });
+  assert.equal(s.meta.turn, 'awaitingAnswer');
+  s.markAnswered('r1', 'a');
+  assert.equal(s.meta.turn, 'running');
+  assert.equal(s.questionByRequest('r1')?.answer, 'a');
+  feed({ type: 'questionAsked', requestId: 'r2', toolCallId: 'q2', question: 'Plan ok?', plan: '# Plan' });
+  feed({ type: 'notice', kind: 'interrupted', text: 'Interrupted' });
+  feed({ type: 'turnEnded', reason: 'interrupted' });
+  assert.equal(s.questionByRequest('r2')?.withdrawn, true);
+  assert.equal(s.pendingQuestions().length, 0);
+  assert.equal(s.meta.turn, 'idle');
+  assert.deepEqual(s.meta.lastEnd, { reason: 'interrupted', error: undefined });
+});
+
+test('a turn that ends in error shows the error as a notice; model switches update the model', () => {
+  const { s, feed } = fresh();
+  feed({ type: 'turnStarted', model: 'm' });
+  feed({ type: 'modelSwitched', from: 'm', to: 'n', warning: 'no images' });
+  assert.equal(s.meta.model, 'n');
+  feed({ type: 'turnEnded', reason: 'error', error: { message: 'provider said 500', retriable: true } });
+  const texts = s.items.filter((i) => i.type === 'notice').map((i) => (i as { text: string }).text);
+  assert.ok(texts.some((t) => /from m to n \(no images\)/.test(t)));
+  assert.ok(texts.includes('provider said 500'));
+});
+
+test('loadHistory rebuilds messages and tool calls of session/load', () => {
+  const s = new ChatState();
+  s.loadHistory([
+    { role: 'user', text: 'hi' },
+    { role: 'assistant', text: 'looking', toolCalls: [{ toolCallId: 'c1', name: 'write_file', arguments: { path: 'a.md' }, result: 'denied by user: no', status: 'denied' }] },
+    { role: 'notice', kind: 'interrupted', text: 'Interrupted by user' },
+  ]);
+  assert.deepEqual(s.items.map((i) => i.type), ['user', 'assistant', 'tool', 'notice']);
+  const t = s.items[2];
+  assert.ok(t.type === 'tool' && t.kind === 'edit' && t.status === 'denied' && t.title === 'write_file a.md');
+});

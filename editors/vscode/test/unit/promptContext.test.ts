@@ -1,0 +1,31 @@
+// Unit tests of the prompt helpers: the selection attached as context, and when edited content is sent.
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { editedContent, formatExit, promptWithSelection } from '../../src/promptContext';
+
+test('the selection is attached in a fenced block naming the file and lines', () => {
+  const out = promptWithSelection('explain', { path: 'src/a.ts', languageId: 'typescript', startLine: 3, endLine: 5, text: 'const a = 1;' });
+  assert.equal(out, 'explain\n\nSelected in src/a.ts (lines 3-5):\n```typescript\nconst a = 1;\n```');
+  assert.match(promptWithSelection('x', { path: 'b', languageId: 'md', startLine: 2, endLine: 2, text: 'y' }), /\(line 2\)/);
+});
+
+test('a selection containing a fence gets a longer fence', () => {
+  const out = promptWithSelection('q', { path: 'r.md', languageId: 'markdown', startLine: 1, endLine: 3, text: '```js\nx\n```' });
+  assert.ok(out.includes('````markdown\n```js\nx\n```\n````'));
+});
+
+test('no or blank selection leaves the prompt alone', () => {
+  assert.equal(promptWithSelection('q'), 'q');
+  assert.equal(promptWithSelection('q', { path: 'a', languageId: 'x', startLine: 1, endLine: 1, text: '  ' }), 'q');
+});
+
+test('edited content is sent only when the user changed the proposal', () => {
+  assert.equal(editedContent('a\n', 'a\n'), undefined);
+  assert.equal(editedContent('a\n', undefined), undefined);
+  assert.equal(editedContent('a\n', 'b\n'), 'b\n');
+});
+
+test('exit descriptions name the signal or the code', () => {
+  assert.equal(formatExit(null, 'SIGKILL'), 'signal SIGKILL');
+  assert.equal(formatExit(2, null), 'exit code 2');
+});

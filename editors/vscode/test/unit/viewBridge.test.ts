@@ -1,0 +1,44 @@
+// Unit tests of the webview ready handshake: nothing is posted before `ready`, the snapshot then carries
+// every earlier event, and a reloaded view must handshake again.
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { ChatState } from '../../src/chatState';
+import { ViewBridge } from '../../src/viewBridge';
+import type { SessionEvent } from '../../src/protocol';
+
+test('events before ready arrive in the snapshot; updates after it are incremental', () => {
+  const state = new ChatState();
+  state.reset({ sessionId: 's', model: 'm', mode: 'ask' });
+  const bridge = new ViewBridge(state);
+  const posted: any[] = [];
+  bridge.attach((m) => posted.push(m));
+  bridge.publish(state.apply({ sessionId: 's', seq: 1, type: 'turnStarted', model: 'm' } as SessionEvent));
+  bridge.publish(state.apply({ sessionId: 's', seq: 2, type: 'assistantDelta', text: 'early' } as SessionEvent));
+  assert.equal(posted.length, 0, 'nothing is posted to a webview that is not ready');
+  bridge.onReady();
+  assert.equal(posted.length, 1);
+  assert.equal(posted[0].type, 'snapshot');
+  assert.equal(posted[0].snapshot.items[0].text, 'early');
+  assert.equal(posted[0].snapshot.meta.turn, 'running');
+  bridge.publish(state.apply({ sessionId: 's', seq: 3, type: 'assistantDelta', text: ' late' } as SessionEvent));
+  assert.deepEqual(posted[1], { type: 'items', updates: [{ index: 0, item: state.items[0] }] });
+  bridge.publish(state.apply({ sessionId: 's', seq: 4, type: 'turnEnded', reason: 'completed' } as SessionEvent));
+  assert.ok(posted.some((m) => m.type === 'meta' && m.meta.turn === 'idle'));
+});
+
+test('a re-created view gets nothing until its own ready, then the full state', () => {
+  const state = new ChatState();
+  const bridge = new ViewBridge(state);
+  const first: any[] = [];
+  bridge.attach((m) => first.push(m));
+  bridge.onReady();
+  bridge.detach();
+  bridge.publish(state.addNotice('info', 'while hidden'));
+  const second: any[] = [];
+  bridge.attach((m) => second.push(m));
+  bridge.publish(state.addNotice('info', 'before ready'));
+  assert.equal(first.length, 1);
+  assert.equal(second.length, 0);
+  bridge.onReady();
+  assert.deepEqual(second[0].snapshot.items.map((i: any) => i.text), ['while hidden', 'before ready']);
+});
