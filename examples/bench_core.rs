@@ -1,4 +1,4 @@
-//! Core benchmark of `tandem serve`: cold start, idle memory and streaming delta latency, each printed beside an anchor measured in the same run.
+//! Core benchmark of `tandem serve`: cold start, idle memory, streaming delta latency, resume of a large session and the cost of persistence, each printed beside an anchor measured in the same run.
 //!
 //! Run it with `cargo run --release --example bench_core [-- --bin PATH]`. It exits non-zero only
 //! when something fails; a missed target is reported in the table, not as an error.
@@ -8,20 +8,31 @@
 //! - cold start and idle memory are compared with `/bin/cat`, the floor of "spawn a process and
 //!   echo one line through its pipes";
 //! - delta latency is compared with the same mock stream consumed in-process by the minimal
-//!   reqwest + eventsource-stream + serde_json pipeline that any Rust agent needs.
+//!   reqwest + eventsource-stream + serde_json pipeline that any Rust agent needs;
+//! - resume of a 10,000-message session is compared with a raw rusqlite read of the same rows,
+//!   and with the initialize-only start of the same binary on the same data dir, so the table
+//!   shows what `session/load` itself adds;
+//! - a full turn with the store is compared with the same in-process server without a store.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
+use std::sync::atomic::AtomicU8;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
+use tandem::engine::history::{
+    new_id, Message, Part, ResultStatus, Role, Source, ToolCallRecord, UsageRecord,
+};
+use tandem::store::{Durability, SessionRecord, Store};
 use tempfile::TempDir;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
@@ -42,9 +53,27 @@ const DELTA_PACE: Duration = Duration::from_millis(1);
 const TURN_TIMEOUT: Duration = Duration::from_secs(30);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Ten messages per synthetic turn (see `synthetic_turn`), so 1,000 turns.
+const RESUME_MESSAGES: usize = 10_000;
+/// The first run pays for faulting the database and the binary into the page cache; an editor
+/// resuming a session it used recently finds both there.
+const RESUME_WARMUPS: usize = 1;
+const RESUME_RUNS: usize = 10;
+/// Unpaced deltas per turn in the persistence comparison: the mock writes them as fast as it can,
+/// so the turn measures tandem's per-delta work (and the store's share of it), not the mock's pace.
+const TURN_DELTAS: usize = 200;
+const TURN_WARMUPS: usize = 1;
+const TURN_RUNS: usize = 10;
+
 const COLD_START_TARGET: Duration = Duration::from_millis(10);
 const IDLE_RSS_TARGET_KIB: u64 = 15 * 1024;
 const DELTA_MEDIAN_TARGET: Duration = Duration::from_micros(300);
+const RESUME_TARGET: Duration = Duration::from_millis(50);
+/// Issue 9: what `session/load` adds over the cold start should stay within this many times a
+/// raw read of the same rows. Reported, not enforced.
+const RESUME_RAW_RATIO_TARGET: f64 = 5.0;
+/// A turn with the store may take at most this much longer than the same turn without it.
+const PERSISTENCE_OVERHEAD_TARGET: f64 = 0.05;
 
 fn main() -> ExitCode {
     match run() {
@@ -74,6 +103,12 @@ fn run() -> Result<()> {
     let rss_cat = median_u64(idle_rss_samples(&Subject::Cat)?);
 
     progress(&format!(
+        "resume: building a {RESUME_MESSAGES}-message session, then {RESUME_WARMUPS} warm-up + {RESUME_RUNS} runs"
+    ));
+    let fixture = ResumeFixture::build()?;
+    let resume = resume_runs(&bin, &fixture)?;
+
+    progress(&format!(
         "delta latency: {DELTAS} deltas paced {} ms apart, floor then tandem",
         DELTA_PACE.as_millis()
     ));
@@ -87,6 +122,11 @@ fn run() -> Result<()> {
         Ok::<_, BoxError>((summarize(floor), turn))
     })?;
     let delta_tandem = summarize(turn.latencies);
+
+    progress(&format!(
+        "persistence: {TURN_WARMUPS} warm-up + {TURN_RUNS} turns of {TURN_DELTAS} unpaced deltas, in-process, with and without the store"
+    ));
+    let persistence = runtime.block_on(persistence_turns())?;
 
     let rows = vec![
         Row::duration(
@@ -123,8 +163,43 @@ fn run() -> Result<()> {
             "in-process reqwest+SSE+serde floor",
             None,
         ),
+        Row::duration(
+            "Resume 10k messages, median (spawn → initialize → `session/load` reply)",
+            resume.resume,
+            resume.raw_load,
+            "raw rusqlite load",
+            Some((RESUME_TARGET, "< 50 ms")),
+        ),
+        Row::duration(
+            "Resume: initialize only, same binary and data dir",
+            resume.initialize_only,
+            cold_cat.median,
+            "`/bin/cat` round trip",
+            None,
+        ),
+        Row::within_ratio(
+            "Resume: what `session/load` adds (resume − initialize only)",
+            resume.resume.saturating_sub(resume.initialize_only),
+            resume.raw_load,
+            "raw rusqlite load",
+            (RESUME_RAW_RATIO_TARGET, "≤ 5× anchor (issue 9, reported)"),
+        ),
+        Row::within_ratio(
+            "Turn of 200 unpaced deltas, median (prompt → turnEnded), with the store",
+            persistence.with_store,
+            persistence.without_store,
+            "same in-process server, no store",
+            (1.0 + PERSISTENCE_OVERHEAD_TARGET, "overhead < 5%"),
+        ),
     ];
-    print_report(&bin, &rows, turn.rss_after_kib);
+    print_report(
+        &bin,
+        &rows,
+        turn.rss_after_kib,
+        &fixture,
+        &resume,
+        &persistence,
+    );
     Ok(())
 }
 
@@ -377,18 +452,38 @@ fn rss_kib(pid: u32) -> Result<u64> {
 // ---------------------------------------------------------------------------------------------
 // The mock OpenAI-compatible server
 
-/// Streams `DELTAS` chat-completion chunks per request and reports when each was written.
+/// How the mock streams each response.
+#[derive(Clone, Copy)]
+struct StreamShape {
+    deltas: usize,
+    /// `None`: every chunk is written (and flushed) as soon as the previous one is.
+    pace: Option<Duration>,
+}
+
+/// The latency stream: paced, so each delta is measured on its own rather than in a queue.
+const PACED: StreamShape = StreamShape {
+    deltas: DELTAS,
+    pace: Some(DELTA_PACE),
+};
+
+/// The persistence stream: as fast as the mock writes, so the turn is dominated by tandem's work.
+const UNPACED: StreamShape = StreamShape {
+    deltas: TURN_DELTAS,
+    pace: None,
+};
+
+/// Streams `shape.deltas` chat-completion chunks per request and reports when each was written.
 struct MockLlm {
     base_url: String,
     send_times: mpsc::UnboundedReceiver<Vec<Instant>>,
 }
 
 impl MockLlm {
-    async fn start() -> Result<MockLlm> {
+    async fn start(shape: StreamShape) -> Result<MockLlm> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let base_url = format!("http://{}/v1", listener.local_addr()?);
         let (tx, send_times) = mpsc::unbounded_channel();
-        tokio::spawn(accept_loop(listener, tx));
+        tokio::spawn(accept_loop(listener, tx, shape));
         Ok(MockLlm {
             base_url,
             send_times,
@@ -405,11 +500,15 @@ impl MockLlm {
     }
 }
 
-async fn accept_loop(listener: TcpListener, tx: mpsc::UnboundedSender<Vec<Instant>>) {
+async fn accept_loop(
+    listener: TcpListener,
+    tx: mpsc::UnboundedSender<Vec<Instant>>,
+    shape: StreamShape,
+) {
     while let Ok((stream, _)) = listener.accept().await {
         let tx = tx.clone();
         tokio::spawn(async move {
-            match serve_connection(stream).await {
+            match serve_connection(stream, shape).await {
                 Ok(Some(times)) => {
                     let _ = tx.send(times);
                 }
@@ -421,7 +520,10 @@ async fn accept_loop(listener: TcpListener, tx: mpsc::UnboundedSender<Vec<Instan
 }
 
 /// One request per connection (`Connection: close`); `None` for anything but a chat completion.
-async fn serve_connection(mut stream: TcpStream) -> Result<Option<Vec<Instant>>> {
+async fn serve_connection(
+    mut stream: TcpStream,
+    shape: StreamShape,
+) -> Result<Option<Vec<Instant>>> {
     // Without NODELAY, Nagle would hold small chunks back and the figure would measure it.
     stream.set_nodelay(true)?;
     let request_line = read_request(&mut stream).await?;
@@ -437,7 +539,7 @@ async fn serve_connection(mut stream: TcpStream) -> Result<Option<Vec<Instant>>>
         )
         .await?;
     stream.flush().await?;
-    let times = stream_deltas(&mut stream).await?;
+    let times = stream_deltas(&mut stream, shape).await?;
     stream.shutdown().await?;
     Ok(Some(times))
 }
@@ -502,14 +604,19 @@ fn delta_event(n: usize) -> String {
 
 const FINISH_EVENTS: &str = "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
 
-async fn stream_deltas(stream: &mut TcpStream) -> Result<Vec<Instant>> {
-    let mut interval = tokio::time::interval(DELTA_PACE);
-    // If the mock falls behind it keeps the spacing instead of bursting to catch up: a burst
-    // would measure queueing in tandem, not per-delta latency.
-    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut times = Vec::with_capacity(DELTAS);
-    for n in 0..DELTAS {
-        interval.tick().await;
+async fn stream_deltas(stream: &mut TcpStream, shape: StreamShape) -> Result<Vec<Instant>> {
+    let mut interval = shape.pace.map(|pace| {
+        let mut interval = tokio::time::interval(pace);
+        // If the mock falls behind it keeps the spacing instead of bursting to catch up: a burst
+        // would measure queueing in tandem, not per-delta latency.
+        interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        interval
+    });
+    let mut times = Vec::with_capacity(shape.deltas);
+    for n in 0..shape.deltas {
+        if let Some(interval) = &mut interval {
+            interval.tick().await;
+        }
         let event = delta_event(n);
         stream.write_all(event.as_bytes()).await?;
         stream.flush().await?;
@@ -571,7 +678,7 @@ impl Arrivals {
 /// The floor: what any Rust client must do per delta (HTTP body → SSE event → parsed chunk →
 /// serialized notification line), in one process, with no tandem in between.
 async fn floor_latencies() -> Result<Vec<Duration>> {
-    let mut mock = MockLlm::start().await?;
+    let mut mock = MockLlm::start(PACED).await?;
     let client = reqwest::Client::builder().tcp_nodelay(true).build()?;
     let response = client
         .post(format!("{}/chat/completions", mock.base_url))
@@ -616,7 +723,7 @@ struct TurnRun {
 
 /// tandem, configured for the mock, driven over stdio like an editor would.
 async fn tandem_latencies(bin: &Path) -> Result<TurnRun> {
-    let mut mock = MockLlm::start().await?;
+    let mut mock = MockLlm::start(PACED).await?;
     let dir = tempfile::tempdir()?;
     let workspace = tempfile::tempdir()?;
     let mut server = RpcServer::spawn(bin, &dir, &mock.base_url)?;
@@ -830,6 +937,579 @@ fn observe_event(message: &Value, at: Instant, arrivals: &mut Arrivals) -> Resul
 }
 
 // ---------------------------------------------------------------------------------------------
+// Resume of a large session
+
+/// A data dir whose database holds one session of `RESUME_MESSAGES` messages, written through
+/// the library's own store exactly as a running server writes them.
+struct ResumeFixture {
+    /// Holds `tandem.sqlite3`; removed on drop.
+    data_dir: TempDir,
+    /// The session's cwd: restore opens it as the workspace, so it must exist.
+    _workspace: TempDir,
+    db_path: PathBuf,
+    session_id: String,
+    /// Entries `session/load` must return: display history folds tool results into their calls.
+    display_messages: usize,
+    json_bytes: usize,
+}
+
+impl ResumeFixture {
+    fn build() -> Result<ResumeFixture> {
+        let data_dir = tempfile::tempdir()?;
+        let workspace = tempfile::tempdir()?;
+        // The same path `tandem serve --data-dir` derives, so the two cannot drift apart.
+        let db_path = tandem::store::default_database_path(Some(data_dir.path()));
+        let session_id = new_id("s");
+        let store = Store::open(&db_path)?;
+        let created_at = tandem::engine::history::now_ms();
+        store.create_session(SessionRecord {
+            id: session_id.clone(),
+            cwd: workspace.path().display().to_string(),
+            // The built-in model, which the server under test has (it runs without a config).
+            model: tandem::config::SCRIPTED_MODEL_ID.to_owned(),
+            mode: tandem::session::mode_name(tandem::protocol::Mode::Ask).to_owned(),
+            title: Some("fix handle_0 on empty input".to_owned()),
+            created_at,
+            updated_at: created_at,
+        });
+        let mut display_messages = 0;
+        let mut json_bytes = 0;
+        let mut written = 0;
+        let mut turn = 0;
+        while written < RESUME_MESSAGES {
+            for message in synthetic_turn(turn) {
+                if written == RESUME_MESSAGES {
+                    break;
+                }
+                if message.role != Role::Tool {
+                    display_messages += 1;
+                }
+                // What `SessionShared::persist_message` does, durability rule included.
+                let json = serde_json::to_string(&message)?;
+                json_bytes += json.len();
+                let durability = if message.role == Role::Tool {
+                    Durability::Full
+                } else {
+                    Durability::Normal
+                };
+                store.append_message(
+                    &session_id,
+                    &message.id,
+                    message.meta.turn_id.as_deref(),
+                    tandem::session::role_name(message.role),
+                    json,
+                    durability,
+                );
+                written += 1;
+            }
+            turn += 1;
+        }
+        // Dropping the last handle waits until the writer thread has committed everything.
+        drop(store);
+        let fixture = ResumeFixture {
+            data_dir,
+            _workspace: workspace,
+            db_path,
+            session_id,
+            display_messages,
+            json_bytes,
+        };
+        // Store writes report failures only in the log, so check that every row landed.
+        fixture.check_rows()?;
+        Ok(fixture)
+    }
+
+    fn check_rows(&self) -> Result<()> {
+        let conn = rusqlite::Connection::open(&self.db_path)?;
+        let rows: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM messages WHERE session_id = ?1",
+            [&self.session_id],
+            |row| row.get(0),
+        )?;
+        if usize::try_from(rows) != Ok(RESUME_MESSAGES) {
+            return Err(format!(
+                "the resume database holds {rows} messages, expected {RESUME_MESSAGES}"
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The database plus its WAL, as it sits on disk.
+    fn database_bytes(&self) -> u64 {
+        let wal = self.db_path.with_extension("sqlite3-wal");
+        [&self.db_path, &wal]
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
+    fn load_line(&self) -> String {
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/load", "params": {"sessionId": self.session_id}})
+            .to_string()
+    }
+
+    /// Checked after the clock stops: the right session, with every message.
+    fn check_load_reply(&self, line: &str) -> Result<()> {
+        let reply: Value = serde_json::from_str(line)
+            .map_err(|e| format!("session/load reply is not JSON ({e})"))?;
+        if let Some(error) = reply.get("error") {
+            return Err(format!("session/load failed: {error}").into());
+        }
+        let result = &reply["result"];
+        let shown = result["messages"].as_array().map_or(0, Vec::len);
+        if reply["id"] != 2 || result["sessionId"] != self.session_id.as_str() {
+            return Err(format!(
+                "unexpected session/load reply: {}",
+                &line[..line.len().min(300)]
+            )
+            .into());
+        }
+        if shown != self.display_messages {
+            return Err(format!(
+                "session/load returned {shown} display messages, expected {}",
+                self.display_messages
+            )
+            .into());
+        }
+        Ok(())
+    }
+}
+
+/// One turn of a realistic session, ten messages: a prompt, four tool rounds (read, search,
+/// edit with its diff, test run) with results of a few hundred bytes, and a final answer with
+/// reasoning and usage. No call is left open and the last message is the model's, so restore
+/// has nothing to repair and the figure is the plain load.
+fn synthetic_turn(t: usize) -> Vec<Message> {
+    let turn_id = new_id("t");
+    let file = format!("src/module_{}/handler.rs", t % 97);
+    let call = |name: &str, arguments: Value| ToolCallRecord {
+        id: new_id("call"),
+        name: name.to_owned(),
+        arguments: arguments.to_string(),
+        extras: BTreeMap::new(),
+    };
+    let mut messages = Vec::with_capacity(10);
+    messages.push(Message::user(
+        vec![Part::Text {
+            text: format!(
+                "In {file} the function handle_{t} returns the wrong error when the input is empty. \
+                 Make it return Error::InvalidInput, add a regression test next to the existing ones \
+                 and run the test suite."
+            ),
+        }],
+        Source::User,
+        Some(&turn_id),
+    ));
+    let read = call(
+        "read_file",
+        json!({"path": file, "offset": 30, "limit": 12}),
+    );
+    let grep = call(
+        "grep",
+        json!({"pattern": format!("handle_{t}\\("), "path": "src"}),
+    );
+    let edit = call(
+        "edit_file",
+        json!({
+            "path": file,
+            "old_string": "    if input.is_empty() {\n        return Err(Error::Io);\n    }",
+            "new_string": "    if input.is_empty() {\n        return Err(Error::InvalidInput);\n    }",
+        }),
+    );
+    let test = call("shell", json!({"command": "cargo test -q handler"}));
+    let listing: String = (30..42)
+        .map(|n| format!("{n:>5}  let value_{n} = parse_field(&input, {n})?; // handler step\n"))
+        .collect();
+    let grep_out: String = (0..4)
+        .map(|n| {
+            format!(
+                "src/module_{}/mod.rs:{}:    let out = handler::handle_{t}(&request.body)?;\n",
+                (t + n) % 97,
+                40 + n * 7
+            )
+        })
+        .collect();
+    let rounds = [
+        (
+            "I'll read the handler first.",
+            read,
+            listing,
+            None,
+        ),
+        (
+            "",
+            grep,
+            grep_out,
+            None,
+        ),
+        (
+            "The empty-input branch returns Error::Io; I'll change it.",
+            edit,
+            format!("Edited {file}: 1 replacement."),
+            Some(json!([{
+                "path": file,
+                "oldText": "    if input.is_empty() {\n        return Err(Error::Io);\n    }\n",
+                "newText": "    if input.is_empty() {\n        return Err(Error::InvalidInput);\n    }\n",
+                "unified": format!(
+                    "--- a/{file}\n+++ b/{file}\n@@ -41,3 +41,3 @@\n     if input.is_empty() {{\n-        return Err(Error::Io);\n+        return Err(Error::InvalidInput);\n     }}\n"
+                ),
+            }])),
+        ),
+        (
+            "",
+            test,
+            "exit code 0\n\nrunning 14 tests\n..............\ntest result: ok. 14 passed; 0 failed; 0 ignored; 0 measured; 211 filtered out; finished in 0.04s\n\n   Compiling tandem-fixture v0.1.0\n    Finished `test` profile [unoptimized + debuginfo] target(s) in 2.31s\n".to_owned(),
+            None,
+        ),
+    ];
+    for (text, call, output, diff) in rounds {
+        messages.push(Message::assistant(
+            text.to_owned(),
+            vec![call.clone()],
+            &turn_id,
+        ));
+        let mut result = Message::tool_result(&call, ResultStatus::Completed, output, &turn_id);
+        result.meta.diff = diff;
+        messages.push(result);
+    }
+    let mut answer = Message::assistant(
+        format!(
+            "handle_{t} now returns Error::InvalidInput for an empty input instead of Error::Io. \
+             I added `empty_input_is_invalid` next to the existing handler tests; the suite passes \
+             (14 tests). The callers in the module only propagate the error with `?`, so nothing \
+             else needed to change."
+        ),
+        Vec::new(),
+        &turn_id,
+    );
+    answer.meta.reasoning = Some(
+        "The bug is the early return in the empty-input branch. Callers match on InvalidInput to \
+         show a validation message, so Io made them report a disk error instead."
+            .to_owned(),
+    );
+    answer.meta.usage = Some(UsageRecord {
+        model: tandem::config::SCRIPTED_MODEL_ID.to_owned(),
+        input_tokens: 12_000 + 40 * t as u64,
+        output_tokens: 420,
+        cached_tokens: Some(10_500),
+    });
+    messages.push(answer);
+    messages
+}
+
+struct ResumeFigures {
+    resume: Duration,
+    initialize_only: Duration,
+    raw_load: Duration,
+    /// Size of the `session/load` response line.
+    reply_bytes: usize,
+    stages: LoadStages,
+}
+
+/// Runs the three measurements interleaved, so load from other processes hits them alike.
+fn resume_runs(bin: &Path, fixture: &ResumeFixture) -> Result<ResumeFigures> {
+    let mut resumes = Vec::with_capacity(RESUME_RUNS);
+    let mut initializes = Vec::with_capacity(RESUME_RUNS);
+    let mut raw_loads = Vec::with_capacity(RESUME_RUNS);
+    let mut reply_bytes = 0;
+    for run in 0..RESUME_WARMUPS + RESUME_RUNS {
+        let initialize_only = initialize_only_once(bin, fixture)?;
+        let (resume, bytes) = resume_once(bin, fixture)?;
+        let raw_load = raw_load_once(fixture)?;
+        reply_bytes = bytes;
+        if run >= RESUME_WARMUPS {
+            initializes.push(initialize_only);
+            resumes.push(resume);
+            raw_loads.push(raw_load);
+        }
+    }
+    // A load that wrote to the session (a repair, a notice) would change what later runs read.
+    fixture.check_rows()?;
+    Ok(ResumeFigures {
+        resume: summarize(resumes).median,
+        initialize_only: summarize(initializes).median,
+        raw_load: summarize(raw_loads).median,
+        reply_bytes,
+        stages: load_stages(fixture)?,
+    })
+}
+
+/// Open, load, first response: spawn, `initialize`, `session/load`, until its line is read.
+fn resume_once(bin: &Path, fixture: &ResumeFixture) -> Result<(Duration, usize)> {
+    let subject = Subject::Tandem(bin);
+    let load_line = fixture.load_line();
+    let start = Instant::now();
+    let mut served = Served::spawn(&subject, fixture.data_dir.path())?;
+    let initialized = served.round_trip(INITIALIZE_LINE)?;
+    let loaded = served.round_trip(&load_line)?;
+    let elapsed = start.elapsed();
+    subject.check_reply(&initialized)?;
+    fixture.check_load_reply(&loaded)?;
+    served.close()?;
+    Ok((elapsed, loaded.len()))
+}
+
+/// The same start as `resume_once` without the load: what resume costs before it reads a row.
+fn initialize_only_once(bin: &Path, fixture: &ResumeFixture) -> Result<Duration> {
+    let subject = Subject::Tandem(bin);
+    let start = Instant::now();
+    let mut served = Served::spawn(&subject, fixture.data_dir.path())?;
+    let reply = served.round_trip(INITIALIZE_LINE)?;
+    let elapsed = start.elapsed();
+    subject.check_reply(&reply)?;
+    served.close()?;
+    Ok(elapsed)
+}
+
+/// The anchor: the least any resume must do, open the file and read the rows, in-process.
+fn raw_load_once(fixture: &ResumeFixture) -> Result<Duration> {
+    let start = Instant::now();
+    let rows = raw_load(fixture)?;
+    let elapsed = start.elapsed();
+    if rows.len() != RESUME_MESSAGES {
+        return Err(format!("the raw load read {} rows", rows.len()).into());
+    }
+    Ok(elapsed)
+}
+
+fn raw_load(fixture: &ResumeFixture) -> Result<Vec<String>> {
+    let conn = rusqlite::Connection::open(&fixture.db_path)?;
+    let mut statement =
+        conn.prepare("SELECT json FROM messages WHERE session_id = ?1 ORDER BY position")?;
+    let rows = statement
+        .query_map([&fixture.session_id], |row| row.get(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
+    Ok(rows)
+}
+
+/// Where a load's time goes, measured in-process with the library's own steps; a diagnostic
+/// for the notes, not a figure with a target.
+struct LoadStages {
+    store_load: Duration,
+    parse: Duration,
+    display: Duration,
+    serialize: Duration,
+}
+
+fn load_stages(fixture: &ResumeFixture) -> Result<LoadStages> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut samples: [Vec<Duration>; 4] = Default::default();
+    for _ in 0..RESUME_RUNS {
+        let start = Instant::now();
+        let store = Store::open(&fixture.db_path)?;
+        let loaded = runtime
+            .block_on(store.load_session(&fixture.session_id))?
+            .ok_or("the store does not know the benchmark session")?;
+        let loaded_at = Instant::now();
+        let history = loaded
+            .messages
+            .iter()
+            .map(|json| serde_json::from_str::<Message>(json))
+            .collect::<serde_json::Result<Vec<Message>>>()?;
+        let parsed_at = Instant::now();
+        let display = tandem::server::display_history(&history);
+        let displayed_at = Instant::now();
+        let line = serde_json::to_vec(&display)?;
+        let serialized_at = Instant::now();
+        std::hint::black_box(line);
+        samples[0].push(loaded_at - start);
+        samples[1].push(parsed_at - loaded_at);
+        samples[2].push(displayed_at - parsed_at);
+        samples[3].push(serialized_at - displayed_at);
+        // Off the clock: closing joins the writer thread.
+        drop(store);
+    }
+    let [store_load, parse, display, serialize] = samples.map(|s| summarize(s).median);
+    Ok(LoadStages {
+        store_load,
+        parse,
+        display,
+        serialize,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Persistence overhead
+
+struct PersistenceFigures {
+    with_store: Duration,
+    without_store: Duration,
+}
+
+/// Both variants are `tandem::server::run` in this process, fed through an in-memory pipe:
+/// `tandem serve` has no flag to run without its store, and comparing a child process with an
+/// in-process server would measure the pipes and the process, not the store. They share one mock
+/// and alternate turns, so drift in machine load hits both alike.
+async fn persistence_turns() -> Result<PersistenceFigures> {
+    let mut mock = MockLlm::start(UNPACED).await?;
+    let config =
+        tandem::config::Config::parse(&mock_config(&mock.base_url), Path::new("bench-mock.toml"))?;
+    let workspace = tempfile::tempdir()?;
+    let data_dir = tempfile::tempdir()?;
+    let db_path = tandem::store::default_database_path(Some(data_dir.path()));
+    let mut stored = InProcess::start(config.clone(), Some(db_path), workspace.path()).await?;
+    let mut memory = InProcess::start(config, None, workspace.path()).await?;
+    let mut with_store = Vec::with_capacity(TURN_RUNS);
+    let mut without_store = Vec::with_capacity(TURN_RUNS);
+    for run in 0..TURN_WARMUPS + TURN_RUNS {
+        // Alternate which variant goes first, so neither always runs on a warmer cache.
+        let store_first = run % 2 == 0;
+        let (first, second) = if store_first {
+            (&mut stored, &mut memory)
+        } else {
+            (&mut memory, &mut stored)
+        };
+        let a = first.turn(&mut mock).await?;
+        let b = second.turn(&mut mock).await?;
+        let (s, m) = if store_first { (a, b) } else { (b, a) };
+        if run >= TURN_WARMUPS {
+            with_store.push(s);
+            without_store.push(m);
+        }
+    }
+    stored.close().await?;
+    memory.close().await?;
+    Ok(PersistenceFigures {
+        with_store: summarize(with_store).median,
+        without_store: summarize(without_store).median,
+    })
+}
+
+/// `tandem::server::run` on a task of this runtime, with its stdin and stdout in memory.
+struct InProcess {
+    input: Option<DuplexStream>,
+    output: mpsc::UnboundedReceiver<Vec<u8>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    session_id: String,
+    next_id: u64,
+}
+
+impl InProcess {
+    /// With `db_path`, the store opens on the blocking pool exactly as `server::serve` does it.
+    async fn start(
+        config: tandem::config::Config,
+        db_path: Option<PathBuf>,
+        cwd: &Path,
+    ) -> Result<InProcess> {
+        let (input, server_input) = tokio::io::duplex(64 * 1024);
+        let (out, output) = tandem::server::outbound_channel();
+        let store = db_path.map(|path| tokio::task::spawn_blocking(move || Store::open(&path)));
+        let task = tokio::spawn(tandem::server::run(
+            config,
+            server_input,
+            out,
+            Arc::new(AtomicU8::new(0)),
+            store,
+        ));
+        let mut server = InProcess {
+            input: Some(input),
+            output,
+            task,
+            session_id: String::new(),
+            next_id: 1,
+        };
+        server
+            .request("initialize", json!({"protocolVersion": 1}))
+            .await?;
+        let session = server.request("session/new", json!({"cwd": cwd})).await?;
+        server.session_id = session["sessionId"]
+            .as_str()
+            .ok_or("session/new returned no sessionId")?
+            .to_owned();
+        Ok(server)
+    }
+
+    async fn send(&mut self, method: &str, params: Value) -> Result<u64> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut line = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )?;
+        line.push(b'\n');
+        let input = self.input.as_mut().ok_or("input already closed")?;
+        input.write_all(&line).await?;
+        input.flush().await?;
+        Ok(id)
+    }
+
+    async fn next_message(&mut self) -> Result<Value> {
+        let body = tokio::time::timeout(TURN_TIMEOUT, self.output.recv())
+            .await
+            .map_err(|_| "the in-process server went silent")?
+            .ok_or("the in-process server stopped")?;
+        Ok(serde_json::from_slice(&body)?)
+    }
+
+    /// Send a request and wait for its response, skipping events.
+    async fn request(&mut self, method: &str, params: Value) -> Result<Value> {
+        let id = self.send(method, params).await?;
+        loop {
+            let message = self.next_message().await?;
+            if message["id"] == id {
+                if let Some(error) = message.get("error") {
+                    return Err(format!("{method} failed: {error}").into());
+                }
+                return Ok(message["result"].clone());
+            }
+        }
+    }
+
+    /// One full turn: from writing the prompt to reading `turnEnded`.
+    async fn turn(&mut self, mock: &mut MockLlm) -> Result<Duration> {
+        let start = Instant::now();
+        let session_id = self.session_id.clone();
+        self.send("prompt", json!({"sessionId": session_id, "content": "go"}))
+            .await?;
+        let mut deltas = 0;
+        let end = loop {
+            let message = self.next_message().await?;
+            if message.get("error").is_some() {
+                return Err(format!("prompt failed: {message}").into());
+            }
+            if message["method"] != "session/event" {
+                continue;
+            }
+            let params = &message["params"];
+            match params["type"].as_str() {
+                Some("assistantDelta") => {
+                    deltas += params["text"]
+                        .as_str()
+                        .map_or(0, |t| t.split_whitespace().count());
+                }
+                Some("turnEnded") => break params.clone(),
+                _ => {}
+            }
+        };
+        let elapsed = start.elapsed();
+        if end["reason"] != "completed" {
+            return Err(format!("the turn did not complete: {end}").into());
+        }
+        let sends = mock.next_send_times().await?;
+        if sends.len() != TURN_DELTAS || deltas != TURN_DELTAS {
+            return Err(format!(
+                "the mock sent {} and tandem showed {deltas} of {TURN_DELTAS} deltas",
+                sends.len()
+            )
+            .into());
+        }
+        Ok(elapsed)
+    }
+
+    /// End of input, as when an editor closes stdin; `run` then commits and returns.
+    async fn close(mut self) -> Result<()> {
+        drop(self.input.take());
+        tokio::time::timeout(EXIT_TIMEOUT, &mut self.task)
+            .await
+            .map_err(|_| "the in-process server did not stop at the end of its input")???;
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Statistics and the report
 
 struct Summary {
@@ -889,6 +1569,34 @@ impl Row {
         }
     }
 
+    /// A figure whose target is a ratio to its anchor; at most `max_ratio` times the anchor
+    /// counts as met. The ratio gets more digits, because a 5% target needs them.
+    fn within_ratio(
+        measure: &'static str,
+        tandem: Duration,
+        anchor: Duration,
+        anchor_name: &str,
+        (max_ratio, target_label): (f64, &str),
+    ) -> Row {
+        let value = tandem.as_secs_f64() / anchor.as_secs_f64().max(f64::MIN_POSITIVE);
+        Row {
+            measure,
+            tandem: format_duration(tandem),
+            anchor: format!("{} ({anchor_name})", format_duration(anchor)),
+            ratio: if anchor.is_zero() {
+                "—".to_owned()
+            } else {
+                format!("{value:.2}× ({:+.1}%)", (value - 1.0) * 100.0)
+            },
+            target: target_label.to_owned(),
+            verdict: if !anchor.is_zero() && value <= max_ratio {
+                "met"
+            } else {
+                "**missed**"
+            },
+        }
+    }
+
     fn memory(
         measure: &'static str,
         tandem_kib: u64,
@@ -943,7 +1651,14 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".to_owned())
 }
 
-fn print_report(bin: &Path, rows: &[Row], rss_after_turn_kib: u64) {
+fn print_report(
+    bin: &Path,
+    rows: &[Row],
+    rss_after_turn_kib: u64,
+    fixture: &ResumeFixture,
+    resume: &ResumeFigures,
+    persistence: &PersistenceFigures,
+) {
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     println!();
@@ -967,6 +1682,34 @@ fn print_report(bin: &Path, rows: &[Row], rss_after_turn_kib: u64) {
         format_kib(rss_after_turn_kib)
     );
     println!();
+    let stages = &resume.stages;
+    println!(
+        "Resume: one session of {RESUME_MESSAGES} messages (1,000 turns of a prompt, four tool rounds and an answer; \
+         {:.1} MB of message JSON, {} average; database {:.1} MB) written with `tandem::store`; \
+         median of {RESUME_RUNS} runs after {RESUME_WARMUPS} warm-up, each a fresh `tandem serve` on the same data dir. \
+         The `session/load` reply is {:.1} MB with {} display entries. \
+         Raw load: `Connection::open` + `SELECT json … ORDER BY position` into a `Vec<String>`, in-process. \
+         In-process breakdown of one load (medians, diagnostic): store open + `load_session` {}, \
+         parse into `Message`s {}, `display_history` {}, serialize the reply {}.",
+        fixture.json_bytes as f64 / 1e6,
+        format_bytes(fixture.json_bytes / RESUME_MESSAGES),
+        fixture.database_bytes() as f64 / 1e6,
+        resume.reply_bytes as f64 / 1e6,
+        fixture.display_messages,
+        format_duration(stages.store_load),
+        format_duration(stages.parse),
+        format_duration(stages.display),
+        format_duration(stages.serialize),
+    );
+    println!();
+    println!(
+        "Persistence: `tandem::server::run` in this process over an in-memory pipe, once with `Store::open` on a fresh \
+         `tandem.sqlite3` and once with no store; {TURN_RUNS} turns each after {TURN_WARMUPS} warm-up, alternating, \
+         each turn {TURN_DELTAS} deltas written back to back by the same mock. Median overhead of the store: {:+.1}% ({}).",
+        (persistence.with_store.as_secs_f64() / persistence.without_store.as_secs_f64() - 1.0) * 100.0,
+        format_signed_duration(persistence.with_store, persistence.without_store),
+    );
+    println!();
     println!(
         "Machine: {nproc} CPUs, {}, Linux {}. Binary: `{}`.",
         cpu_model(),
@@ -975,4 +1718,21 @@ fn print_report(bin: &Path, rows: &[Row], rss_after_turn_kib: u64) {
     );
     println!();
     println!("Reproduce: `cargo run --release --example bench_core`");
+}
+
+fn format_bytes(bytes: usize) -> String {
+    if bytes < 10_000 {
+        format!("{bytes} B")
+    } else {
+        format!("{:.1} kB", bytes as f64 / 1e3)
+    }
+}
+
+/// `a − b`, with its sign.
+fn format_signed_duration(a: Duration, b: Duration) -> String {
+    if a >= b {
+        format!("+{}", format_duration(a - b))
+    } else {
+        format!("−{}", format_duration(b - a))
+    }
 }

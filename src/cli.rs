@@ -88,6 +88,7 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
             mode: options.mode,
             // A one-shot terminal run is not persisted; `tandem serve` sessions are.
             store: None,
+            client_fs: None,
         },
     );
     let color = std::io::stdout().is_terminal();

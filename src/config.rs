@@ -90,6 +90,9 @@ pub struct Config {
     /// Compact the history before a request estimated above this share of the context window.
     #[serde(default = "default_compaction_threshold")]
     pub compaction_threshold: f64,
+    /// The file this config was read from; tandem protects it from the agent.
+    #[serde(skip)]
+    pub source_path: Option<PathBuf>,
 }
 
 fn default_provider_attempts() -> u32 {
@@ -163,6 +166,7 @@ impl Config {
             retry_after_cap_ms: default_retry_after_cap_ms(),
             stream_idle_timeout_ms: default_idle_timeout_ms(),
             compaction_threshold: default_compaction_threshold(),
+            source_path: None,
         }
     }
 
@@ -171,7 +175,9 @@ impl Config {
             path: path.to_owned(),
             source,
         })?;
-        Config::parse(&text, path)
+        let mut config = Config::parse(&text, path)?;
+        config.source_path = Some(path.to_path_buf());
+        Ok(config)
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {

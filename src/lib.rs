@@ -1,10 +1,11 @@
 //! tandem: a coding agent that lives beside the editor.
 //!
 //! The crate is cut into modules that could each become a crate: `protocol` (wire vocabulary),
-//! `server` and `cli` (faces), `session` (the actor), `engine` (the turn loop), `providers`,
+//! `server`, `acp` and `cli` (faces), `session` (the actor), `engine` (the turn loop), `providers`,
 //! `tools`, `workspace`, `permissions` and `config`. ARCHITECTURE.md maps them and their
 //! invariants.
 
+pub mod acp;
 pub mod cli;
 pub mod config;
 pub mod engine;

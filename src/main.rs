@@ -1,4 +1,5 @@
-//! The `tandem` binary: `serve` speaks JSON-RPC on stdio, `run` plays one turn in the terminal.
+//! The `tandem` binary: `serve` speaks JSON-RPC on stdio, `acp` speaks the Agent Client
+//! Protocol on stdio, `run` plays one turn in the terminal.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,6 +23,16 @@ struct Cli {
 enum Command {
     /// Serve the native JSON-RPC protocol on stdin/stdout (what editors start).
     Serve {
+        /// TOML config of providers and models (default: the built-in offline demo model).
+        #[arg(long, env = "TANDEM_CONFIG")]
+        config: Option<PathBuf>,
+        /// Where sessions are stored.
+        #[arg(long, env = "TANDEM_HOME")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Speak the Agent Client Protocol (v1) on stdin/stdout, for Zed, JetBrains and the
+    /// Neovim/Emacs ACP clients. Same engine and session store as `serve`.
+    Acp {
         /// TOML config of providers and models (default: the built-in offline demo model).
         #[arg(long, env = "TANDEM_CONFIG")]
         config: Option<PathBuf>,
@@ -100,6 +111,22 @@ fn main() -> ExitCode {
                 }
             };
             match runtime.block_on(tandem::server::serve(config, data_dir)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("tandem: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Acp { config, data_dir } => {
+            let config = match load_config(config) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("tandem: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            match runtime.block_on(tandem::acp::serve(config, data_dir)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("tandem: {e:#}");

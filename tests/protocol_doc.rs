@@ -7,6 +7,9 @@
 //!   its section has no example (a method needs a request and a response, an event one notification);
 //! - an example does not decode into its Rust type, or re-encoding the decoded value does not give back the
 //!   same JSON (so every documented field is a real field and no required field is missing);
+//! - a `session/load` example's `messages` differ in shape from what `server::display_history` builds (a
+//!   member it never writes, one it always writes missing, a wrong JSON type), or its `pending` holds
+//!   anything but `approvalRequested`/`questionAsked` events;
 //! - no example of a type shows one of its fields, optional ones included (checked against a value with
 //!   every field set, built below: adding a field to a wire type breaks the build here until it is
 //!   documented and exemplified);
@@ -21,6 +24,7 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
+use tandem::engine::history;
 use tandem::protocol::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -275,12 +279,7 @@ fn check_params(m: &str, params: &Value) -> Result<(), String> {
             round_trip::<SessionNewParams>(params)?;
         }
         method::SESSION_LIST => {
-            // No params type in src/protocol yet: `{cwd?: string}`.
-            let object = params.as_object().ok_or("params must be an object")?;
-            allow_keys(object, &["cwd"])?;
-            if object.get("cwd").is_some_and(|c| !c.is_string()) {
-                return Err("`cwd` must be a string".into());
-            }
+            round_trip::<SessionListParams>(params)?;
         }
         method::SESSION_LOAD | method::STOP | method::RETRY => {
             round_trip::<SessionIdParams>(params)?;
@@ -335,7 +334,13 @@ fn check_result(m: &str, result: &Value) -> Result<(), String> {
         method::SESSION_NEW => {
             round_trip::<SessionNewResult>(result)?;
         }
-        method::SESSION_LIST => check_session_list(result)?,
+        method::SESSION_LIST => {
+            round_trip::<SessionListResult>(result)?;
+        }
+        method::SESSION_LOAD => {
+            let r: SessionLoadResult = round_trip(result)?;
+            check_load_result(&r)?;
+        }
         method::PROMPT | method::RETRY => {
             round_trip::<PromptResult>(result)?;
         }
@@ -359,12 +364,6 @@ fn check_result(m: &str, result: &Value) -> Result<(), String> {
                 return Err("shutdown's result is null".into());
             }
         }
-        method::SESSION_LOAD => {
-            return Err(
-                "session/load has no result type in src/protocol yet (this build answers `unsupported`); add one and map it in check_result"
-                    .into(),
-            )
-        }
         other => {
             return Err(format!(
                 "no result type is mapped for `{other}`; add it to check_result in tests/protocol_doc.rs"
@@ -374,30 +373,250 @@ fn check_result(m: &str, result: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// `session/list` builds its result ad hoc (src/server/mod.rs); check the documented shape.
-fn check_session_list(result: &Value) -> Result<(), String> {
-    let object = result.as_object().ok_or("the result must be an object")?;
-    allow_keys(object, &["sessions"])?;
-    let sessions = object
-        .get("sessions")
-        .and_then(Value::as_array)
-        .ok_or("`sessions` must be an array")?;
-    for session in sessions {
-        let s = session.as_object().ok_or("a session must be an object")?;
-        allow_keys(s, &["sessionId", "cwd", "title", "model", "updatedAt"])?;
-        for key in ["sessionId", "cwd", "model"] {
-            if !s.get(key).is_some_and(Value::is_string) {
-                return Err(format!("session `{key}` must be a string"));
-            }
+/// A history with every kind of message and every optional member, in the shape the store keeps it;
+/// `display_history` turns it into the `messages` of `session/load`. The doc's examples are checked
+/// against what the code builds from it, so a member added to the display breaks the coverage check
+/// until an example shows it.
+fn full_history() -> Vec<history::Message> {
+    use history::{Message, Part, ResultStatus, Source, ToolCallRecord, UsageRecord};
+    let turn = "t_1";
+    let mut prompt = Message::user(
+        vec![
+            Part::Text {
+                text: "look".into(),
+            },
+            Part::Image {
+                mime_type: "image/png".into(),
+                data: "AA==".into(),
+            },
+        ],
+        Source::User,
+        Some(turn),
+    );
+    prompt.meta.ts = 1;
+    let plain = Message::user(
+        vec![Part::Text {
+            text: "plain".into(),
+        }],
+        Source::User,
+        Some(turn),
+    );
+    let steering = Message::user(
+        vec![Part::Text {
+            text: "steer".into(),
+        }],
+        Source::Steering,
+        Some(turn),
+    );
+    let reminder = Message::user(
+        vec![Part::Text {
+            text: "hidden".into(),
+        }],
+        Source::Reminder,
+        Some(turn),
+    );
+    let edit = ToolCallRecord {
+        id: "c1".into(),
+        name: "write_file".into(),
+        arguments: r#"{"path":"a","content":"b"}"#.into(),
+        extras: Default::default(),
+    };
+    let open = ToolCallRecord {
+        id: "c2".into(),
+        name: "read_file".into(),
+        arguments: "not json".into(),
+        extras: Default::default(),
+    };
+    let mut assistant = Message::assistant("text".into(), vec![edit.clone(), open], turn);
+    assistant.meta.reasoning = Some("why".into());
+    assistant.meta.usage = Some(UsageRecord {
+        model: "m".into(),
+        input_tokens: 1,
+        output_tokens: 1,
+        cached_tokens: Some(1),
+    });
+    let bare = Message::assistant(String::new(), Vec::new(), turn);
+    let mut result = Message::tool_result(&edit, ResultStatus::Completed, "ok".into(), turn);
+    result.meta.diff = serde_json::to_value(vec![DiffEntry {
+        path: "a".into(),
+        old_text: None,
+        new_text: "b".into(),
+        unified: "+b".into(),
+    }])
+    .ok();
+    let notice = Message::notice(NoticeKind::Error, "n".into(), Some(turn));
+    let idle_notice = Message::notice(NoticeKind::ModelSwitch, "n".into(), None);
+    vec![
+        prompt,
+        plain,
+        steering,
+        reminder,
+        assistant,
+        bare,
+        result,
+        notice,
+        idle_notice,
+    ]
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// For each `role` of the display history (and for `toolCalls` entries, under `toolCalls[]`): the
+/// members `display_history` always writes, and every member it can write with the JSON types seen.
+struct DisplayShape {
+    always: BTreeMap<String, BTreeSet<String>>,
+    types: BTreeMap<String, BTreeMap<String, BTreeSet<&'static str>>>,
+}
+
+fn display_shape() -> DisplayShape {
+    let mut always: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut types: BTreeMap<String, BTreeMap<String, BTreeSet<&'static str>>> = BTreeMap::new();
+    let mut note = |group: String, object: &serde_json::Map<String, Value>| {
+        let keys: BTreeSet<String> = object.keys().cloned().collect();
+        always
+            .entry(group.clone())
+            .and_modify(|a| *a = a.intersection(&keys).cloned().collect())
+            .or_insert(keys);
+        let slot = types.entry(group).or_default();
+        for (key, value) in object {
+            slot.entry(key.clone())
+                .or_default()
+                .insert(json_type(value));
         }
-        if !s.get("title").is_some_and(|t| t.is_string() || t.is_null()) {
-            return Err(
-                "session `title` must be a string or null (the server always sends it)".into(),
+    };
+    for message in tandem::server::display_history(&full_history()) {
+        let object = message.as_object().expect("display messages are objects");
+        let role = object["role"]
+            .as_str()
+            .expect("role is a string")
+            .to_owned();
+        for call in object
+            .get("toolCalls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            note(
+                "toolCalls[]".into(),
+                call.as_object().expect("calls are objects"),
             );
         }
-        if !s.get("updatedAt").is_some_and(Value::is_u64) {
-            return Err("session `updatedAt` must be a number (ms since the epoch)".into());
+        note(role, object);
+    }
+    DisplayShape { always, types }
+}
+
+fn check_object_against(
+    shape: &DisplayShape,
+    group: &str,
+    object: &serde_json::Map<String, Value>,
+) -> Result<(), String> {
+    let types = shape
+        .types
+        .get(group)
+        .ok_or_else(|| format!("`{group}` is not a kind of display message"))?;
+    for key in &shape.always[group] {
+        if !object.contains_key(key) {
+            return Err(format!("a `{group}` entry always has `{key}`"));
         }
+    }
+    for (key, value) in object {
+        let Some(allowed) = types.get(key) else {
+            return Err(format!("a `{group}` entry has no member `{key}`"));
+        };
+        if !allowed.contains(json_type(value)) {
+            return Err(format!(
+                "`{group}.{key}` is {}, but the server writes {allowed:?}",
+                json_type(value)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The `messages` and `pending` of a `session/load` result, against what the server builds.
+fn check_load_result(result: &SessionLoadResult) -> Result<(), String> {
+    let shape = display_shape();
+    for message in &result.messages {
+        let object = message.as_object().ok_or("a message must be an object")?;
+        let role = object
+            .get("role")
+            .and_then(Value::as_str)
+            .ok_or("a message needs a string `role`")?;
+        check_object_against(&shape, role, object)?;
+        if !object["id"].as_str().is_some_and(|id| id.starts_with("m_")) {
+            return Err("message ids look like `m_…`".into());
+        }
+        for call in object
+            .get("toolCalls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let call = call.as_object().ok_or("a tool call must be an object")?;
+            check_object_against(&shape, "toolCalls[]", call)?;
+            if let Some(status) = call.get("status") {
+                let status: ToolStatus = serde_json::from_value(status.clone())
+                    .map_err(|e| format!("tool call status: {e}"))?;
+                if status == ToolStatus::Running {
+                    return Err("a displayed tool call is never `running`".into());
+                }
+                if !call.contains_key("result") {
+                    return Err("a tool call with a status has a result".into());
+                }
+            }
+            if let Some(diff) = call.get("diff") {
+                round_trip::<Vec<DiffEntry>>(diff)?;
+            }
+        }
+        if let Some(kind) = object.get("kind") {
+            serde_json::from_value::<NoticeKind>(kind.clone())
+                .map_err(|e| format!("notice kind: {e}"))?;
+        }
+        if let Some(source) = object.get("source") {
+            if source != "user" && source != "steering" {
+                return Err(format!(
+                    "user `source` is `user` or `steering`, not {source}"
+                ));
+            }
+        }
+        if let Some(usage) = object.get("usage") {
+            let usage = usage.as_object().ok_or("usage must be an object")?;
+            allow_keys(usage, &["model", "inputTokens", "outputTokens"])?;
+        }
+        for image in object
+            .get("images")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let image = image.as_object().ok_or("an image must be an object")?;
+            allow_keys(image, &["mimeType", "data"])?;
+        }
+    }
+    for entry in &result.pending {
+        let event: Event = round_trip(entry)?;
+        if !matches!(
+            event,
+            Event::ApprovalRequested { .. } | Event::QuestionAsked { .. }
+        ) {
+            return Err(format!(
+                "`pending` holds approvalRequested and questionAsked events, not {}",
+                event.type_name()
+            ));
+        }
+    }
+    if result.state == SessionState::Idle && !result.pending.is_empty() {
+        return Err("an idle session has nothing pending".into());
     }
     Ok(())
 }
@@ -540,6 +759,7 @@ fn full_events() -> Vec<Event> {
                 label: "l".into(),
                 command_prefix: Some("ls".into()),
             }],
+            arguments_digest: "d".into(),
         },
         Event::ApprovalResolved {
             request_id: "r".into(),
@@ -632,7 +852,9 @@ fn full_params(m: &str) -> Vec<Value> {
             model: Some("m".into()),
             mode: Some(Mode::Ask),
         })],
-        method::SESSION_LIST => vec![json!({"cwd": "/"})],
+        method::SESSION_LIST => vec![v(&SessionListParams {
+            cwd: Some("/".into()),
+        })],
         method::SESSION_LOAD | method::STOP | method::RETRY => vec![v(&SessionIdParams {
             session_id: "s".into(),
         })],
@@ -662,6 +884,7 @@ fn full_params(m: &str) -> Vec<Value> {
             decision: Decision::Deny,
             message: Some("m".into()),
             edited_content: Some("e".into()),
+            arguments_digest: Some("d".into()),
         })],
         method::ANSWER => vec![v(&AnswerParams {
             session_id: "s".into(),
@@ -691,7 +914,7 @@ fn full_results(m: &str) -> Vec<Value> {
                 version: "0".into(),
             },
             capabilities: ServerCapabilities {
-                session_store: false,
+                session_store: true,
                 framing: Framing::Ndjson,
                 image_prompts: true,
             },
@@ -709,9 +932,29 @@ fn full_results(m: &str) -> Vec<Value> {
             model: "m".into(),
             mode: Mode::Ask,
         })],
-        method::SESSION_LIST => vec![json!({"sessions": [{
-            "sessionId": "s", "cwd": "/", "title": "t", "model": "m", "updatedAt": 1
-        }]})],
+        method::SESSION_LIST => vec![v(&SessionListResult {
+            sessions: vec![SessionSummary {
+                session_id: "s".into(),
+                cwd: "/".into(),
+                title: Some("t".into()),
+                model: "m".into(),
+                updated_at: 1,
+            }],
+        })],
+        method::SESSION_LOAD => vec![v(&SessionLoadResult {
+            session_id: "s".into(),
+            cwd: "/".into(),
+            model: "m".into(),
+            mode: Mode::Ask,
+            state: SessionState::Running,
+            messages: tandem::server::display_history(&full_history()),
+            // The members every approval shows; its optional ones are covered by the event checks.
+            pending: vec![json!({
+                "type": "approvalRequested", "requestId": "r", "toolCallId": "c", "name": "n",
+                "kind": "edit", "title": "t", "reason": "r", "arguments": {},
+                "options": [{"decision": "once", "label": "l"}],
+            })],
+        })],
         method::PROMPT => vec![v(&PromptResult {
             turn_id: "t".into(),
         })],
@@ -933,6 +1176,14 @@ fn all_enum_values() -> Vec<(&'static str, Value)> {
         }
     }
     add("NoticeKind", notices.iter().map(|x| to(x)).collect());
+
+    let states = [SessionState::Idle, SessionState::Running];
+    for st in &states {
+        match st {
+            SessionState::Idle | SessionState::Running => {}
+        }
+    }
+    add("SessionState", states.iter().map(|x| to(x)).collect());
 
     let framings = [Framing::Ndjson, Framing::ContentLength];
     for f in &framings {
@@ -1228,7 +1479,7 @@ fn numbers_in_the_text_match_the_code() {
             "the frame cap {cap} bytes is not stated in protocol.md"
         ));
     }
-    if cap % (1024 * 1024) == 0 && !doc.text.contains(&format!("{} MiB", cap / (1024 * 1024))) {
+    if cap.is_multiple_of(1024 * 1024) && !doc.text.contains(&format!("{} MiB", cap / (1024 * 1024))) {
         failures.push(format!(
             "the frame cap is {} MiB; protocol.md does not say so",
             cap / (1024 * 1024)
@@ -1279,12 +1530,41 @@ fn the_checks_catch_drift() {
     let params = json!({"jsonrpc":"2.0","id":1,"method":"steer","params":{"sessionId":"s","text":"t","urgent":true}});
     assert!(check_request("steer", &params).is_err());
     assert!(check_result("stop", &json!({"stopped":"yes"})).is_err());
+    // A session summary with `title: null` (the server omits an absent title).
+    let listed =
+        json!({"sessions":[{"sessionId":"s","cwd":"/","title":null,"model":"m","updatedAt":1}]});
+    assert!(check_result("session/list", &listed).is_err());
+    // Load results whose messages or pending entries the server would not build.
+    let load = |messages: Value, pending: Value| {
+        json!({"sessionId":"s","cwd":"/","model":"m","mode":"ask","state":"running",
+               "messages":messages,"pending":pending})
+    };
+    let user = json!({"id":"m_1","role":"user","ts":1,"turnId":"t","text":"hi","source":"user"});
+    assert!(check_result("session/load", &load(json!([user.clone()]), json!([]))).is_ok());
+    let mut extra = user.clone();
+    extra["colour"] = json!("red");
+    assert!(check_result("session/load", &load(json!([extra]), json!([]))).is_err());
+    let mut missing = user.clone();
+    missing.as_object_mut().unwrap().remove("source");
+    assert!(check_result("session/load", &load(json!([missing]), json!([]))).is_err());
+    let tool = json!({"id":"m_2","role":"tool","ts":1,"turnId":"t","text":"ok"});
+    assert!(check_result("session/load", &load(json!([tool]), json!([]))).is_err());
+    let running = json!({"id":"m_3","role":"assistant","ts":1,"turnId":"t","text":"","toolCalls":[
+        {"toolCallId":"c","name":"read_file","arguments":{},"status":"running","result":"r"}]});
+    assert!(check_result("session/load", &load(json!([running]), json!([]))).is_err());
+    let delta = json!([{"type":"assistantDelta","text":"x"}]);
+    assert!(check_result("session/load", &load(json!([]), delta)).is_err());
+    assert!(check_result("session/load", &json!({"sessionId":"s"})).is_err());
     // A field nobody shows.
     let full = full_params(method::APPROVE);
     let shown = json!({"sessionId":"s","requestId":"r","decision":"once"});
     assert_eq!(
         missing_paths(&full, &[&shown]),
-        vec!["editedContent".to_owned(), "message".to_owned()]
+        vec![
+            "argumentsDigest".to_owned(),
+            "editedContent".to_owned(),
+            "message".to_owned()
+        ]
     );
     // A section without examples, an unlabelled block and a stray example.
     let doc = Doc::parse(

@@ -23,6 +23,9 @@ fn assert_no_orphans(request: &Value) {
     }
 }
 
+/// A sleep duration no other process on the machine uses, to find the command's processes.
+const MARKER: &str = "30.4242427";
+
 /// After a stop: the turn ended interrupted with a notice, nothing of the turn follows its
 /// `turnEnded`, and the next turn's request is well formed.
 async fn check_interrupted_then_continue(
@@ -151,7 +154,7 @@ async fn stop_kills_a_running_shell_command() {
     mock.push(Script::tool_call_reply(
         "s1",
         "shell",
-        json!({"command": "trap '' INT; echo $$ > pid; echo started; sleep 30; echo finished > after"}),
+        json!({"command": format!("trap '' INT; echo started; sleep {MARKER}; echo finished > after")}),
     ));
     let t = Tandem::start(&mock).await;
     let sid = t
@@ -175,14 +178,19 @@ async fn stop_kills_a_running_shell_command() {
         .as_str()
         .unwrap()
         .contains("interrupted by user"));
-    let pid: i32 = std::fs::read_to_string(ws.path().join("pid"))
+    // The stop response comes after the group was killed and reaped: no process of the
+    // command is left (found by its unique sleep argument, since it may run in a PID
+    // namespace where its own PIDs mean nothing to the host).
+    let survivors: Vec<String> = std::fs::read_dir("/proc")
         .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    // The stop response comes after the group was killed and reaped.
-    let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
-    assert!(!alive, "shell process {pid} survived the stop");
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(MARKER))
+        .collect();
+    assert!(
+        survivors.is_empty(),
+        "processes survived the stop: {survivors:?}"
+    );
     let request = check_interrupted_then_continue(&t, &mock, &sid, &turn).await;
     let result = request["messages"]
         .as_array()

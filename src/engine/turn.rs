@@ -35,8 +35,9 @@ use crate::protocol::{
 use crate::providers::{Chunk, FinishReason, Provider, ProviderError, ProviderRequest, ToolSpec};
 use crate::session::{lock, PendingKind, PendingRequest, Resolution, SessionShared};
 use crate::tools::fs::{apply_edit, plan_edit, plan_write, PlannedEdit, ToolOutcome};
+use crate::tools::sandbox::{self, SandboxPolicy, SandboxStatus};
 use crate::tools::shell::{self, ShellRequest};
-use crate::tools::{meta_for, parse_args, run_read_only, Risk, ToolArgs, TOOLS};
+use crate::tools::{client_fs, meta_for, parse_args, Risk, ToolArgs, TOOLS};
 use crate::workspace::diff::FileDiff;
 
 /// Identical consecutive calls that earn the model a warning.
@@ -47,6 +48,9 @@ const MAX_WARNINGS_PER_TURN: u32 = 3;
 const MAX_CONTINUATIONS: u32 = 3;
 const CONTINUATION_PROMPT: &str = "Your previous answer was cut off at the output limit. \
 Continue exactly where it stopped, without repeating anything.";
+
+/// The start of the warning notice for an answer the provider's content filter stopped.
+pub const REFUSAL_NOTICE: &str = "the provider's content filter stopped the model's answer";
 
 const BASE_SYSTEM_PROMPT: &str = "You are tandem, a coding agent working inside the user's editor. \
 You can read and search the workspace, propose file edits (the user reviews each diff), run shell \
@@ -128,6 +132,8 @@ struct Turn {
     resume_calls: Option<Vec<ToolCallRecord>>,
     /// Requests and decisions recorded before a crash, by tool call id.
     recorded: HashMap<String, crate::store::PendingRecord>,
+    /// Reads that needed approval: a result started early must not be used for them.
+    needs_fresh_run: std::collections::HashSet<String>,
 }
 
 /// Run one turn to its end. The user message is already in history (the actor put it there).
@@ -175,6 +181,7 @@ async fn drive(
         ephemeral: Vec::new(),
         resume_calls,
         recorded,
+        needs_fresh_run: Default::default(),
     };
     let outcome = turn.run().await;
     turn.end(outcome);
@@ -305,6 +312,13 @@ impl Turn {
                                     "the model's answer was cut at its output limit {} times; prompt again to continue",
                                     MAX_CONTINUATIONS + 1
                                 ),
+                            );
+                        }
+                        if finish == Some(FinishReason::ContentFilter) {
+                            // Faces that have a "refused" ending (ACP's `refusal`) key on this.
+                            self.notice(
+                                NoticeKind::Warning,
+                                format!("{REFUSAL_NOTICE}; rephrase the request or switch model"),
                             );
                         }
                         if self.finish_or_steer() {
@@ -788,8 +802,9 @@ impl Turn {
             result: None,
             diff: None,
         });
-        Some(tokio::spawn(run_read_only(
+        Some(tokio::spawn(client_fs::read_only(
             self.session.workspace.clone(),
+            self.session.client_fs.clone(),
             args,
         )))
     }
@@ -956,11 +971,19 @@ impl Turn {
                 return false;
             }
             match self.authorize(call, mode).await {
-                Some(p) => prepared.push(p),
+                Some(p) => {
+                    // A read that turned out to need approval (a secret) must not use a result
+                    // started before it was approved.
+                    if self.needs_fresh_run.contains(&call.id) {
+                        if let Some(handle) = early.remove(&index) {
+                            handle.abort();
+                        }
+                    }
+                    prepared.push(p);
+                }
                 None => {
                     abort_all(&mut early);
                     self.interrupt_rest(calls);
-                    let _ = index;
                     return false;
                 }
             }
@@ -1009,7 +1032,11 @@ impl Turn {
                                 result: None,
                                 diff: None,
                             });
-                            tokio::spawn(run_read_only(self.session.workspace.clone(), args))
+                            tokio::spawn(client_fs::read_only(
+                                self.session.workspace.clone(),
+                                self.session.client_fs.clone(),
+                                args,
+                            ))
                         }
                     };
                     handles.push((i, handle));
@@ -1105,7 +1132,7 @@ impl Turn {
                 text: format!("unknown tool {}", call.name),
             });
         };
-        let verdict = {
+        let mut verdict = {
             let state = lock(&self.session.state);
             if permissions::offered(mode, meta) {
                 permissions::evaluate(mode, &state.rules, meta, args.command())
@@ -1113,6 +1140,32 @@ impl Turn {
                 permissions::evaluate(Mode::Plan, &state.rules, meta, args.command())
             }
         };
+        let mut secret = false;
+        if let ToolArgs::ReadFile { path, .. } = &args {
+            // Files that may hold secrets need an explicit approval, in every mode; checked on
+            // the resolved path so a link cannot hide one.
+            let workspace = self.session.workspace.clone();
+            let path = path.clone();
+            let reason = tokio::task::spawn_blocking(move || {
+                crate::tools::fs::secret_read_reason(&workspace, &path)
+            })
+            .await
+            .ok()
+            .flatten();
+            if let Some(reason) = reason {
+                secret = true;
+                self.needs_fresh_run.insert(call.id.clone());
+                verdict = Verdict::Ask { reason };
+            }
+        }
+        if matches!(args, ToolArgs::Shell { .. }) && !matches!(verdict, Verdict::Refuse { .. }) {
+            if let SandboxStatus::Unavailable(why) = sandbox::status().await {
+                // Without a sandbox nothing limits a command, so the user sees every one.
+                verdict = Verdict::Ask {
+                    reason: format!("commands cannot be sandboxed here ({why}), so every command needs your approval"),
+                };
+            }
+        }
         // Edits are planned now so the approval can show the diff and a bad edit fails early.
         let plan = match &args {
             ToolArgs::WriteFile { .. } | ToolArgs::EditFile { .. }
@@ -1164,6 +1217,7 @@ impl Turn {
                             .map(|r| r.request_id)
                             .unwrap_or_else(|| super::history::new_id("r"));
                         let event = Event::ApprovalRequested {
+                            arguments_digest: crate::protocol::arguments_digest(&call.name, &value),
                             request_id: request_id.clone(),
                             tool_call_id: call.id.clone(),
                             name: call.name.clone(),
@@ -1176,7 +1230,17 @@ impl Turn {
                                 .as_ref()
                                 .map(|_| self.session.workspace.roots()[0].display().to_string()),
                             command: command.clone(),
-                            options: approval_options(&call.name, command.as_deref()),
+                            options: if secret {
+                                // Each secret read is its own decision; no rule covers them.
+                                approval_options(&call.name, None)
+                                    .into_iter()
+                                    .filter(|o| {
+                                        matches!(o.decision, Decision::Once | Decision::Deny)
+                                    })
+                                    .collect()
+                            } else {
+                                approval_options(&call.name, command.as_deref())
+                            },
                         };
                         let receiver = self.register_pending(
                             &request_id,
@@ -1259,6 +1323,9 @@ impl Turn {
 
     async fn plan(&self, args: ToolArgs) -> Result<PlannedEdit, String> {
         let workspace = self.session.workspace.clone();
+        if let Some(client) = self.session.client_fs.clone() {
+            return client_fs::plan(workspace, client, args).await;
+        }
         tokio::task::spawn_blocking(move || match args {
             ToolArgs::WriteFile { path, content } => plan_write(&workspace, &path, &content),
             ToolArgs::EditFile {
@@ -1355,14 +1422,19 @@ impl Turn {
                 // A write is not interrupted halfway: it is short and atomic, and a stop that
                 // arrives during it takes effect right after it is recorded.
                 self.session.before_side_effect(&call.id, &call.name).await;
-                let outcome = tokio::task::spawn_blocking(move || {
-                    apply_edit(&workspace, &plan, edited.as_deref())
-                })
-                .await
-                .unwrap_or_else(|e| ToolOutcome {
-                    output: format!("the edit crashed: {e}"),
-                    is_error: true,
-                });
+                let outcome = match self.session.client_fs.clone() {
+                    Some(client) => {
+                        client_fs::apply(workspace, client, &plan, edited.as_deref()).await
+                    }
+                    None => tokio::task::spawn_blocking(move || {
+                        apply_edit(&workspace, &plan, edited.as_deref())
+                    })
+                    .await
+                    .unwrap_or_else(|e| ToolOutcome {
+                        output: format!("the edit crashed: {e}"),
+                        is_error: true,
+                    }),
+                };
                 let status = if outcome.is_error {
                     ResultStatus::Failed
                 } else {
@@ -1381,6 +1453,17 @@ impl Turn {
                     .map(Duration::from_millis)
                     .unwrap_or(shell::DEFAULT_TIMEOUT)
                     .min(shell::MAX_TIMEOUT);
+                let sandbox = match sandbox::status().await {
+                    SandboxStatus::Bwrap(bwrap) => Some((
+                        bwrap,
+                        SandboxPolicy {
+                            writable: self.session.workspace.roots().to_vec(),
+                            read_only: crate::permissions::protected::extra_protected(),
+                            network: lock(&self.session.state).allow_network,
+                        },
+                    )),
+                    SandboxStatus::Unavailable(_) => None,
+                };
                 let request = ShellRequest {
                     command,
                     cwd: self.session.workspace.roots()[0].clone(),
@@ -1388,6 +1471,7 @@ impl Turn {
                     kill_grace: Duration::from_millis(
                         self.session.engine.config.shell_kill_grace_ms,
                     ),
+                    sandbox,
                 };
                 self.session.before_side_effect(&call.id, &call.name).await;
                 let session = self.session.clone();
@@ -1439,7 +1523,12 @@ impl Turn {
             }
             read => {
                 // Read-only tools are normally batched; one that lands here still runs.
-                let outcome = run_read_only(self.session.workspace.clone(), read).await;
+                let outcome = client_fs::read_only(
+                    self.session.workspace.clone(),
+                    self.session.client_fs.clone(),
+                    read,
+                )
+                .await;
                 let status = if outcome.is_error {
                     ResultStatus::Failed
                 } else {
@@ -1527,9 +1616,10 @@ impl Turn {
     /// Count identical consecutive calls across batches and warn the model at the threshold.
     fn check_repeats(&mut self, calls: &[ToolCallRecord]) {
         for call in calls {
-            // serde_json's map is ordered by key, so this is a canonical form of the arguments.
+            // Keys are sorted (serde_json may preserve insertion order when a dependency enables
+            // `preserve_order`), so this is a canonical form of the arguments.
             let canonical = serde_json::from_str::<Value>(arguments_or_empty(&call.arguments))
-                .map(|v| v.to_string())
+                .map(|v| canonical_json(&v))
                 .unwrap_or_else(|_| call.arguments.clone());
             let signature = format!("{}\u{0}{canonical}", call.name);
             if self.repeat_signature.as_deref() == Some(signature.as_str()) {
@@ -1685,6 +1775,26 @@ impl Turn {
 fn abort_all(early: &mut HashMap<usize, JoinHandle<ToolOutcome>>) {
     for (_, handle) in early.drain() {
         handle.abort();
+    }
+}
+
+/// JSON text with object keys sorted at every level.
+fn canonical_json(value: &Value) -> String {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let fields: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical_json(&map[k])))
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        }
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(canonical_json).collect();
+            format!("[{}]", items.join(","))
+        }
+        other => other.to_string(),
     }
 }
 

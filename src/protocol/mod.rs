@@ -353,6 +353,22 @@ pub struct ApproveParams {
     /// For write_file/edit_file: the user's edited version, written instead of the proposal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edited_content: Option<String>,
+    /// The `argumentsDigest` of the approvalRequested this answers; a mismatch is refused
+    /// with `staleApproval`, so an approval can only ever apply to what the user saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments_digest: Option<String>,
+}
+
+/// The digest of one tool call as `approvalRequested.argumentsDigest` shows it: FNV-1a (64 bit)
+/// over the tool name, a NUL, and the arguments' canonical JSON (keys sorted), in hex.
+pub fn arguments_digest(name: &str, arguments: &Value) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let canonical = arguments.to_string();
+    for byte in name.bytes().chain([0u8]).chain(canonical.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -528,6 +544,9 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cwd: Option<String>,
         options: Vec<ApprovalOption>,
+        /// A digest of the tool name and canonical arguments; an `approve` that sends it back
+        /// is refused if the request now holds anything else.
+        arguments_digest: String,
     },
     ApprovalResolved {
         request_id: String,

@@ -82,6 +82,11 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// The next frame, or `None` at the end of the stream.
     pub async fn next_frame(&mut self) -> std::io::Result<Option<Frame>> {
+        // A large frame leaves a large buffer behind; give the memory back so one big message
+        // (or a hostile oversized one) does not pin it for the life of the connection.
+        if self.buf.capacity() > 1024 * 1024 && self.buf.len() < 64 * 1024 {
+            self.buf.shrink_to(64 * 1024);
+        }
         loop {
             if self.framing.is_none() {
                 let first = self.buf.iter().position(|b| !b.is_ascii_whitespace());
@@ -274,6 +279,40 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 self.buf.drain(..i);
             }
             None => self.buf.clear(),
+        }
+    }
+}
+
+/// Reads `data` through a `FrameReader` (with a 4 KiB cap) in read sizes chosen by the data
+/// itself, handing every frame to `on_frame`. For the fuzz target and its regression corpus:
+/// reading from memory never waits, so no runtime is needed.
+#[doc(hidden)]
+pub fn fuzz_one(data: &[u8], mut on_frame: impl FnMut(Frame)) {
+    use futures_util::FutureExt;
+    struct Chunked<'a> {
+        data: &'a [u8],
+        step: usize,
+    }
+    impl tokio::io::AsyncRead for Chunked<'_> {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            let n = self.step.min(self.data.len()).min(buf.remaining());
+            let (head, tail) = self.data.split_at(n);
+            buf.put_slice(head);
+            self.data = tail;
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+    let step = 1 + data.first().copied().unwrap_or(0) as usize % 97;
+    let mut reader = FrameReader::with_limit(Chunked { data, step }, 4096);
+    // Every read makes progress, so the number of frames is bounded by the input length.
+    for _ in 0..=data.len() + 1 {
+        match reader.next_frame().now_or_never() {
+            Some(Ok(Some(frame))) => on_frame(frame),
+            Some(Ok(None)) | Some(Err(_)) | None => break,
         }
     }
 }

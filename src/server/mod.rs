@@ -155,6 +155,12 @@ fn session_error(error: SessionError) -> RpcErrorObject {
 /// Sessions are stored in `data_dir/tandem.sqlite3` (default: the user's data directory).
 pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
     let path = crate::store::default_database_path(data_dir.as_deref());
+    // The agent may not edit tandem's own config or its permission store, by any path.
+    let mut protected: Vec<PathBuf> = config.source_path.iter().cloned().collect();
+    if let Some(dir) = path.parent() {
+        protected.push(dir.to_path_buf());
+    }
+    crate::permissions::protected::set_extra_protected(protected);
     let opening = tokio::task::spawn_blocking(move || Store::open(&path));
     let (tx, rx) = mpsc::unbounded_channel();
     let framing = Arc::new(AtomicU8::new(0));
@@ -313,13 +319,15 @@ impl Server {
             .ok_or_else(|| {
                 RpcErrorObject::new(
                     ErrorKind::UnknownSession,
-                    format!("unknown session {session_id}; create one with session/new"),
+                    format!("session {session_id} is not loaded in this server; resume it with session/load, or create one with session/new"),
                 )
             })
     }
 
     async fn handle(&mut self, id: Option<Value>, method: &str, params: Value) -> Flow {
         if method == method::SHUTDOWN {
+            // From here nobody answers approvals; turns end with the disconnect notice.
+            self.engine.set_client_can_answer(false);
             self.shutdown_sessions().await;
             self.answer(&id, Ok(Value::Null));
             return Flow::Shutdown;
@@ -433,6 +441,7 @@ impl Server {
                         model: model.clone(),
                         mode,
                         store,
+                        client_fs: None,
                     },
                 );
                 let session_id = handle.id().to_owned();
@@ -455,7 +464,18 @@ impl Server {
                 Ok(())
             }
             method::SESSION_LIST => {
-                let p: wire::SessionListParams = params(raw)?;
+                let mut p: wire::SessionListParams = params(raw)?;
+                // Sessions store the canonical workspace path; match the filter the same way.
+                if let Some(cwd) = p.cwd.take() {
+                    let probe = cwd.clone();
+                    let canonical =
+                        tokio::task::spawn_blocking(move || std::fs::canonicalize(probe))
+                            .await
+                            .ok()
+                            .and_then(Result::ok)
+                            .map(|c| c.display().to_string());
+                    p.cwd = Some(canonical.unwrap_or(cwd));
+                }
                 let sessions: Vec<wire::SessionSummary> = match self.store().await? {
                     Some(store) => store
                         .list_sessions(p.cwd)
@@ -562,6 +582,22 @@ impl Server {
             }
             method::APPROVE => {
                 let p: wire::ApproveParams = params(raw)?;
+                if let Some(digest) = &p.arguments_digest {
+                    // Bind the approval to the arguments the user saw.
+                    let handle = self.session(&p.session_id)?;
+                    let pending = session::lock(&handle.shared.pending);
+                    if let Some(request) = pending.get(&p.request_id) {
+                        if request.payload["argumentsDigest"].as_str() != Some(digest.as_str()) {
+                            return Err(RpcErrorObject::new(
+                                ErrorKind::StaleApproval,
+                                format!(
+                                    "request {} now holds different arguments than the ones approved (digest {digest}); review the latest approvalRequested and answer that",
+                                    p.request_id
+                                ),
+                            ));
+                        }
+                    }
+                }
                 let reply = self.reply(id.clone(), |()| wire::EmptyResult {});
                 self.session(&p.session_id)?.send(Op::Approve {
                     request_id: p.request_id,

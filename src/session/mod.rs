@@ -19,6 +19,7 @@ use crate::engine::{turn, EngineContext};
 use crate::permissions::PermissionRules;
 use crate::protocol::{Decision, ErrorKind, Event, Mode};
 use crate::store::{Durability, PendingRecord, RuleRecord, SessionRecord, Store};
+use crate::tools::client_fs::ClientFs;
 use crate::workspace::Workspace;
 
 /// Where a session's events go. Implemented by each face (native JSON-RPC, ACP, the CLI).
@@ -182,6 +183,8 @@ pub struct SessionState {
     pub active_turn: Option<String>,
     /// Whether `steer` is accepted: true from admission until the turn decides to end.
     pub accepting_steering: bool,
+    /// Whether sandboxed commands may use the network: the user's choice, never the model's.
+    pub allow_network: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,6 +223,9 @@ pub struct SessionShared {
     pub pending: Mutex<HashMap<String, PendingRequest>>,
     /// The durable store, when the face has one (`tandem serve` does; `tandem run` does not).
     pub store: Option<Store>,
+    /// Reads and edits through the client's editor, when the face's client offers it (ACP's
+    /// `fs/*`); `None` reads and writes the disk.
+    pub client_fs: Option<Arc<dyn ClientFs>>,
 }
 
 impl SessionShared {
@@ -473,6 +479,8 @@ pub struct NewSession {
     pub mode: Mode,
     /// Where the session is persisted; `None` keeps it in memory only.
     pub store: Option<Store>,
+    /// Reads and edits through the client (see [`SessionShared::client_fs`]).
+    pub client_fs: Option<Arc<dyn ClientFs>>,
 }
 
 /// Start a new session actor and return its handle.
@@ -502,8 +510,19 @@ pub fn spawn(
         steering: VecDeque::new(),
         active_turn: None,
         accepting_steering: false,
+        allow_network: false,
     };
-    start_actor(engine, sink, id, new.workspace, new.store, state, 0, None)
+    start_actor(
+        engine,
+        sink,
+        id,
+        new.workspace,
+        new.store,
+        new.client_fs,
+        state,
+        0,
+        None,
+    )
 }
 
 /// What a restored session must do first: finish the tool calls its crashed turn left open.
@@ -521,6 +540,7 @@ fn start_actor(
     id: String,
     workspace: Workspace,
     store: Option<Store>,
+    client_fs: Option<Arc<dyn ClientFs>>,
     state: SessionState,
     last_seq: u64,
     resume: Option<Resume>,
@@ -538,6 +558,7 @@ fn start_actor(
         state: Mutex::new(state),
         pending: Mutex::new(HashMap::new()),
         store,
+        client_fs,
     });
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(actor(shared.clone(), rx, resume));
@@ -575,6 +596,17 @@ pub async fn restore(
     sink: Arc<dyn EventSink>,
     store: Store,
     session_id: &str,
+) -> Result<Restored, RestoreError> {
+    restore_with_client_fs(engine, sink, store, session_id, None).await
+}
+
+/// [`restore`] for a face whose client reads and writes files itself.
+pub async fn restore_with_client_fs(
+    engine: Arc<EngineContext>,
+    sink: Arc<dyn EventSink>,
+    store: Store,
+    session_id: &str,
+    client_fs: Option<Arc<dyn ClientFs>>,
 ) -> Result<Restored, RestoreError> {
     let loaded = store
         .load_session(session_id)
@@ -662,6 +694,13 @@ pub async fn restore(
                 recorded,
             });
         }
+        if resume.is_none() && !fixes.is_empty() {
+            fixes.push(Message::notice(
+                NoticeKind::Interrupted,
+                "tandem stopped while this turn was running a command or an edit; its outcome is unknown and it was not run again. Prompt again to continue".to_owned(),
+                history.iter().rev().find_map(|m| m.meta.turn_id.as_deref()),
+            ));
+        }
     } else if history.last().is_some_and(|m| {
         m.role == Role::User && matches!(m.meta.source, Source::User | Source::Steering)
     }) {
@@ -680,6 +719,7 @@ pub async fn restore(
         steering: VecDeque::new(),
         active_turn: resume.as_ref().map(|r| r.turn_id.clone()),
         accepting_steering: resume.is_some(),
+        allow_network: false,
     };
     let handle = start_actor(
         engine,
@@ -687,6 +727,7 @@ pub async fn restore(
         record.id.clone(),
         workspace,
         Some(store),
+        client_fs,
         state,
         loaded.last_seq,
         None,

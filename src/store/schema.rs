@@ -16,7 +16,11 @@ pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations in order. Each runs in its own transaction together with the
 /// `user_version` bump, so a crash mid-migration leaves the previous version intact.
-pub(crate) const MIGRATIONS: &[&str] = &[MIGRATION_1];
+pub(crate) const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
+
+/// The highest `seq` handed out, including streamed events that get no row of their own, so a
+/// restarted server never reuses a `seq` a client already saw.
+const MIGRATION_2: &str = "ALTER TABLE sessions ADD COLUMN last_seq INTEGER NOT NULL DEFAULT 0;";
 
 /// The first schema: everything a session needs to survive a crash.
 ///

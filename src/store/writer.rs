@@ -66,7 +66,12 @@ impl Command {
     fn touches_database(&self) -> bool {
         match self {
             Command::Barrier { .. } => false,
-            Command::RecordEvent { json, .. } => json.is_some(),
+            Command::RecordEvent {
+                json,
+                session_id,
+                seq,
+                ..
+            } => json.is_some() || is_streamed_seq(session_id, *seq),
             _ => true,
         }
     }
@@ -79,9 +84,14 @@ impl Command {
                 | Command::LoadSession { .. }
                 | Command::EventsSince { .. }
                 | Command::IntegrityCheck { .. }
-                | Command::RecordEvent { json: None, .. }
-        )
+        ) && !matches!(self, Command::RecordEvent { json: None, session_id, seq, .. } if !is_streamed_seq(session_id, *seq))
     }
+}
+
+/// A streamed event (no row of its own) whose `seq` must still be remembered; the ordering-only
+/// callbacks use seq 0 and no session.
+fn is_streamed_seq(session_id: &str, seq: u64) -> bool {
+    !session_id.is_empty() && seq > 0
 }
 
 impl Writer {
@@ -191,6 +201,16 @@ impl Writer {
                 json,
                 after_commit,
             } => {
+                if json.is_none() && is_streamed_seq(&session_id, seq) {
+                    logged(
+                        "record_event_seq",
+                        &session_id,
+                        conn.prepare_cached(
+                            "UPDATE sessions SET last_seq = MAX(last_seq, ?2) WHERE id = ?1",
+                        )
+                        .and_then(|mut s| s.execute(params![session_id, to_i64(seq)])),
+                    );
+                }
                 if let Some(json) = json {
                     logged(
                         "record_event",
@@ -499,7 +519,10 @@ fn load_session(conn: &Connection, id: &str) -> Result<Option<LoadedSession>, St
         .query_map([id], |row| row.get::<_, String>(0))?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let last_seq: i64 = conn
-        .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?1")?
+        .prepare_cached(
+            "SELECT MAX(COALESCE((SELECT MAX(seq) FROM events WHERE session_id = ?1), 0),
+                        (SELECT last_seq FROM sessions WHERE id = ?1))",
+        )?
         .query_row([id], |row| row.get(0))?;
     let pending = conn
         .prepare_cached(

@@ -16,6 +16,7 @@ use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use ignore::{WalkBuilder, WalkState};
 
+use crate::permissions::protected::{protected_reason, secret_reason};
 use crate::workspace::diff::{file_diff, unified_diff, FileDiff};
 use crate::workspace::{EntryKind, Workspace, WorkspaceError, WorkspacePath};
 
@@ -102,9 +103,36 @@ fn read_file_inner(
 
     // Streaming keeps memory flat for large files: only the requested window
     // is kept, the rest is just counted.
+    let reader = BufReader::new(Cursor::new(head).chain(file));
+    number_lines(&p.display, reader, offset, limit).map_err(|e| ws.map_io(&p, "read", e))
+}
+
+/// Formats text the client's editor supplied (an unsaved buffer, through ACP's
+/// `fs/read_text_file`) exactly like read_file formats a file on disk.
+pub fn read_text_window(
+    display: &str,
+    text: &str,
+    offset: Option<u64>,
+    limit: Option<u64>,
+) -> ToolOutcome {
+    if text.contains('\0') {
+        return ToolOutcome::error(format!(
+            "`{display}` looks like a binary file (it contains NUL bytes); read_file only shows text, so use the shell tool (for example `xxd` or `file`) to inspect it"
+        ));
+    }
+    number_lines(display, Cursor::new(text.as_bytes()), offset, limit)
+        .unwrap_or_else(|e| ToolOutcome::error(format!("could not read `{display}`: {e}")))
+}
+
+/// The `cat -n` window of read_file over any reader.
+fn number_lines(
+    display: &str,
+    mut reader: impl BufRead,
+    offset: Option<u64>,
+    limit: Option<u64>,
+) -> std::io::Result<ToolOutcome> {
     let first = offset.unwrap_or(1).max(1);
     let limit = limit.unwrap_or(READ_DEFAULT_LIMIT).max(1);
-    let mut reader = BufReader::new(Cursor::new(head).chain(file));
     let mut out = String::new();
     let mut line = Vec::new();
     let mut line_no: u64 = 0;
@@ -115,9 +143,7 @@ fn read_file_inner(
     let mut lossy = false;
     loop {
         line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| ws.map_io(&p, "read", e))?;
+        let n = reader.read_until(b'\n', &mut line)?;
         if n == 0 {
             break;
         }
@@ -151,12 +177,11 @@ fn read_file_inner(
     }
 
     if line_no == 0 {
-        return Ok(ToolOutcome::ok(format!("`{}` is empty.", p.display)));
+        return Ok(ToolOutcome::ok(format!("`{display}` is empty.")));
     }
     if shown == 0 {
         return Ok(ToolOutcome::error(format!(
-            "`{}` has {line_no} lines; offset {first} is past the end. Call read_file with a smaller offset.",
-            p.display
+            "`{display}` has {line_no} lines; offset {first} is past the end. Call read_file with a smaller offset."
         )));
     }
     let mut notes = Vec::new();
@@ -427,6 +452,8 @@ struct GrepTotals {
     total: usize,
     cut_lines: bool,
     unreadable: usize,
+    /// Files skipped because they may hold secrets.
+    secrets: usize,
 }
 
 /// Searches files for a regex, ripgrep style. `glob` filters files: without
@@ -466,6 +493,7 @@ pub fn grep(ws: &Workspace, pattern: &str, path: Option<&str>, glob: Option<&str
             let root = &root;
             let filter = &filter;
             let search_one = &search_one;
+            let totals = &totals;
             Box::new(move |entry| {
                 let Ok(entry) = entry else {
                     return WalkState::Continue;
@@ -486,13 +514,33 @@ pub fn grep(ws: &Workspace, pattern: &str, path: Option<&str>, glob: Option<&str
                         return WalkState::Continue;
                     }
                 }
-                search_one(&mut searcher, &root.relative.join(rel));
+                let rel_to_root = root.relative.join(rel);
+                // The walker reports real paths (it never follows links), so a name check is
+                // enough here.
+                if secret_reason(&rel_to_root).is_some() {
+                    if let Ok(mut t) = totals.lock() {
+                        t.secrets += 1;
+                    }
+                    return WalkState::Continue;
+                }
+                search_one(&mut searcher, &rel_to_root);
                 WalkState::Continue
             })
         });
     } else {
         // A single file named explicitly is searched whatever the filter
-        // and ignore rules say: the model asked for it.
+        // and ignore rules say: the model asked for it. A file that may hold secrets is not:
+        // its contents need an approval, which read_file asks for.
+        let real = ws
+            .root_dir(root.root_index)
+            .canonicalize(&root.relative)
+            .unwrap_or_else(|_| root.relative.clone());
+        if let Some(why) = secret_reason(&real) {
+            return ToolOutcome::error(format!(
+                "`{}` is not searched: {why}; use read_file, which asks the user first",
+                root.display
+            ));
+        }
         search_one(&mut new_searcher(), &root.relative);
     }
 
@@ -502,10 +550,17 @@ pub fn grep(ws: &Workspace, pattern: &str, path: Option<&str>, glob: Option<&str
     };
     let mut matches = totals.best.into_sorted_vec();
     if matches.is_empty() {
-        return ToolOutcome::ok(format!(
+        let mut text = format!(
             "No matches for `{pattern}` in `{}` (hidden, gitignored and binary files are skipped).",
             root.display
-        ));
+        );
+        if totals.secrets > 0 {
+            text.push_str(&format!(
+                " {} files that may hold secrets (.env, keys, credentials) were skipped; read one with read_file, which asks the user first.",
+                totals.secrets
+            ));
+        }
+        return ToolOutcome::ok(text);
     }
     let mut out: Vec<String> = matches
         .drain(..)
@@ -529,6 +584,12 @@ pub fn grep(ws: &Workspace, pattern: &str, path: Option<&str>, glob: Option<&str
         notes.push(format!(
             "{} files could not be read and were skipped.",
             totals.unreadable
+        ));
+    }
+    if totals.secrets > 0 {
+        notes.push(format!(
+            "{} files that may hold secrets (.env, keys, credentials) were skipped; read one with read_file, which asks the user first.",
+            totals.secrets
         ));
     }
     if !notes.is_empty() {
@@ -626,12 +687,24 @@ pub struct PlannedEdit {
 /// Plans write_file: replace (or create) the whole file with `content`.
 pub fn plan_write(ws: &Workspace, path: &str, content: &str) -> Result<PlannedEdit, String> {
     let p = ws.resolve(path).map_err(|e| e.to_string())?;
+    refuse_protected(ws, &p)?;
     let old = ws.read_text_if_exists(&p).map_err(|e| match e {
         WorkspaceError::NotUtf8 { path } => format!(
             "`{path}` exists and is not UTF-8 text; write_file will not replace it blindly, so use the shell tool if it must change"
         ),
         other => other.to_string(),
     })?;
+    plan_write_from(ws, p, old, content)
+}
+
+/// Plans write_file against `old`, the file's current content as the caller read it (from
+/// disk, or from the client's editor buffer).
+pub fn plan_write_from(
+    ws: &Workspace,
+    p: WorkspacePath,
+    old: Option<String>,
+    content: &str,
+) -> Result<PlannedEdit, String> {
     // Refusing now spares the user an approval for a write that would fail.
     ws.check_writable(&p).map_err(|e| e.to_string())?;
     if old.as_deref() == Some(content) {
@@ -648,6 +721,27 @@ pub fn plan_write(ws: &Workspace, path: &str, content: &str) -> Result<PlannedEd
         diff,
         replacements: None,
     })
+}
+
+/// Refuse edits of protected paths (checked on the resolved path, also for new files).
+fn refuse_protected(ws: &Workspace, p: &crate::workspace::WorkspacePath) -> Result<(), String> {
+    let resolved = ws.resolved_relative(p).map_err(|e| e.to_string())?;
+    let absolute = ws.roots()[p.root_index].join(&resolved);
+    match protected_reason(&resolved, &absolute) {
+        Some(why) => Err(format!(
+            "`{}` is protected: {why}; tandem does not let the agent change it. Ask the user to make this change themselves",
+            p.display
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Why reading `path` needs the user's approval (it may hold secrets), on the resolved path.
+pub fn secret_read_reason(ws: &Workspace, path: &str) -> Option<String> {
+    let p = ws.resolve(path).ok()?;
+    let resolved = ws.resolved_relative(&p).ok()?;
+    secret_reason(&resolved)
+        .map(|why| format!("reading `{}` needs your approval: {why}", p.display))
 }
 
 /// Plans edit_file: replace `old_string` with `new_string`, which must be
@@ -669,7 +763,22 @@ pub fn plan_edit(
         );
     }
     let p = ws.resolve(path).map_err(|e| e.to_string())?;
-    let Some(old) = ws.read_text_if_exists(&p).map_err(|e| e.to_string())? else {
+    refuse_protected(ws, &p)?;
+    let old = ws.read_text_if_exists(&p).map_err(|e| e.to_string())?;
+    plan_edit_from(ws, p, old, old_string, new_string, replace_all)
+}
+
+/// Plans edit_file against `old`, the file's current content as the caller read it (from
+/// disk, or from the client's editor buffer); `None` means the file does not exist.
+pub fn plan_edit_from(
+    ws: &Workspace,
+    p: WorkspacePath,
+    old: Option<String>,
+    old_string: &str,
+    new_string: &str,
+    replace_all: bool,
+) -> Result<PlannedEdit, String> {
+    let Some(old) = old else {
         return Err(format!(
             "`{}` does not exist; edit_file only changes existing files, so use write_file to create it (or check the path with glob)",
             p.display
@@ -737,23 +846,43 @@ pub fn apply_edit(
             return ToolOutcome::error(format!("could not re-read `{shown}` before writing: {e}"))
         }
     };
-    if current != plan.old_content {
+    let content = match content_to_write(plan, current.as_deref(), content_override) {
+        Ok(content) => content,
+        Err(refused) => return refused,
+    };
+    if let Err(e) = ws.write_atomic(&plan.path, content.as_bytes()) {
+        return e.into();
+    }
+    edit_written(plan, content_override)
+}
+
+/// The first half of applying a plan: refuse if the file changed since planning (`current`
+/// is its content now), else the content to write (the user's edited version, if any).
+pub fn content_to_write<'a>(
+    plan: &'a PlannedEdit,
+    current: Option<&str>,
+    content_override: Option<&'a str>,
+) -> Result<&'a str, ToolOutcome> {
+    let shown = &plan.path.display;
+    if current != plan.old_content.as_deref() {
         let what = match (&plan.old_content, &current) {
             (Some(_), None) => "was deleted",
             (None, Some(_)) => "was created by someone else",
             _ => "was changed by someone else",
         };
-        return ToolOutcome::error(format!(
+        return Err(ToolOutcome::error(format!(
             "`{shown}` {what} after this change was proposed, so nothing was written; call read_file on it again and redo the change against its current content"
-        ));
+        )));
     }
+    let overridden = content_override.filter(|c| *c != plan.new_content);
+    Ok(overridden.unwrap_or(&plan.new_content))
+}
 
+/// The second half: the result the model sees once the content was written.
+pub fn edit_written(plan: &PlannedEdit, content_override: Option<&str>) -> ToolOutcome {
+    let shown = &plan.path.display;
     let overridden = content_override.filter(|c| *c != plan.new_content);
     let content = overridden.unwrap_or(&plan.new_content);
-    if let Err(e) = ws.write_atomic(&plan.path, content.as_bytes()) {
-        return e.into();
-    }
-
     let new_file = if plan.old_content.is_none() {
         " (new file)"
     } else {

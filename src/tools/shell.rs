@@ -27,6 +27,9 @@ pub struct ShellRequest {
     pub timeout: Duration,
     /// Time between SIGINT and SIGKILL when the command is stopped or times out.
     pub kill_grace: Duration,
+    /// Run under bubblewrap at this path with this policy; `None` runs unconfined (the engine
+    /// then asks the user for every command).
+    pub sandbox: Option<(PathBuf, super::sandbox::SandboxPolicy)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,7 +139,34 @@ pub async fn run(
     cancel: &CancellationToken,
     mut on_output: impl FnMut(&str),
 ) -> ShellResult {
-    let mut command = tokio::process::Command::new(shell_program());
+    // A private temp dir per sandboxed command, mounted as its /tmp.
+    let temp = match &request.sandbox {
+        Some(_) => {
+            let dir =
+                std::env::temp_dir().join(format!("tandem-sh-{}", uuid::Uuid::new_v4().simple()));
+            if let Err(e) = tokio::fs::create_dir(&dir).await {
+                return ShellResult {
+                    end: ShellEnd::FailedToStart(format!(
+                        "cannot create the sandbox temp dir {}: {e}",
+                        dir.display()
+                    )),
+                    output: String::new(),
+                };
+            }
+            Some(dir)
+        }
+        None => None,
+    };
+    let mut command = match (&request.sandbox, &temp) {
+        (Some((bwrap, policy)), Some(temp)) => {
+            let mut command = tokio::process::Command::new(bwrap);
+            command
+                .args(super::sandbox::bwrap_args(policy, &request.cwd, temp))
+                .arg(shell_program());
+            command
+        }
+        _ => tokio::process::Command::new(shell_program()),
+    };
     command
         .arg("-c")
         .arg(&request.command)
@@ -231,6 +261,9 @@ pub async fn run(
             Ok(None) | Err(_) => pipes_open = false,
         }
     }
+    if let Some(temp) = temp {
+        let _ = tokio::fs::remove_dir_all(&temp).await;
+    }
     ShellResult {
         end,
         output: output.finish(),
@@ -259,7 +292,66 @@ mod tests {
             cwd: std::env::temp_dir(),
             timeout: Duration::from_secs(10),
             kill_grace: Duration::from_millis(100),
+            sandbox: None,
         }
+    }
+
+    async fn sandboxed(command: &str, root: &std::path::Path) -> Option<ShellResult> {
+        let super::super::sandbox::SandboxStatus::Bwrap(bwrap) =
+            super::super::sandbox::status().await
+        else {
+            return None;
+        };
+        let mut r = request(command);
+        r.cwd = root.to_path_buf();
+        r.sandbox = Some((
+            bwrap,
+            super::super::sandbox::SandboxPolicy {
+                writable: vec![root.to_path_buf()],
+                read_only: Vec::new(),
+                network: false,
+            },
+        ));
+        Some(run(r, &CancellationToken::new(), |_| {}).await)
+    }
+
+    #[tokio::test]
+    async fn the_sandbox_confines_writes_and_network() {
+        let Some(_) = sandboxed("true", &std::env::temp_dir()).await else {
+            // Only where bwrap works; tests/security.rs asserts that CI has it.
+            return;
+        };
+        let root =
+            std::env::temp_dir().join(format!("tandem-sbx-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        // Outside the root and outside /tmp (which the sandbox replaces with a private dir).
+        let outside = std::env::current_dir()
+            .unwrap()
+            .join("target")
+            .join(format!("tandem-out-{}", uuid::Uuid::new_v4().simple()));
+        let result = sandboxed(
+            &format!(
+                "echo ok > inside.txt; echo x > {out} 2>/dev/null || echo outside-refused; \
+                 echo hook > .git/hooks/pre-commit 2>/dev/null || echo hook-refused; \
+                 (exec 3<>/dev/tcp/127.0.0.1/9) 2>/dev/null && echo net-open || echo net-refused; \
+                 echo $$",
+                out = outside.display()
+            ),
+            &root,
+        )
+        .await
+        .unwrap();
+        assert!(root.join("inside.txt").exists(), "{}", result.output);
+        assert!(!outside.exists());
+        assert!(!root.join(".git/hooks/pre-commit").exists());
+        assert!(
+            result.output.contains("outside-refused"),
+            "{}",
+            result.output
+        );
+        assert!(result.output.contains("hook-refused"), "{}", result.output);
+        assert!(result.output.contains("net-refused"), "{}", result.output);
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[tokio::test]

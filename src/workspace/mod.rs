@@ -405,6 +405,39 @@ impl Workspace {
         }
     }
 
+    /// The path `p` designates once symlinks inside the root are followed, relative to its
+    /// root. For a path that does not exist yet, the deepest existing ancestor is resolved and
+    /// the missing rest appended (missing components cannot be links). Protection checks use
+    /// this, so a link cannot smuggle a write into `.git/` or a read out of `.env`.
+    pub fn resolved_relative(&self, p: &WorkspacePath) -> Result<PathBuf, WorkspaceError> {
+        match self.canonical_relative(p) {
+            Ok(path) => return Ok(path),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
+        }
+        let parts: Vec<&std::ffi::OsStr> = p.relative.iter().collect();
+        for keep in (0..parts.len()).rev() {
+            let prefix: PathBuf = parts[..keep].iter().collect();
+            let probe = WorkspacePath {
+                root_index: p.root_index,
+                relative: prefix,
+                display: p.display.clone(),
+            };
+            match self.canonical_relative(&probe) {
+                Ok(base) => {
+                    let mut out = base;
+                    for part in &parts[keep..] {
+                        out.push(part);
+                    }
+                    return Ok(out);
+                }
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(p.relative.clone())
+    }
+
     /// Checks that `p` could be written by `write_atomic` without touching
     /// anything: it resolves inside the root, is not a directory, is not a
     /// dangling symlink and its missing parents can be created. Planning uses

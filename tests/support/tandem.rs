@@ -1016,6 +1016,22 @@ impl Tandem {
         );
     }
 
+    /// The server's process id, while it runs.
+    pub async fn pid(&self) -> Option<u32> {
+        self.child.lock().await.as_ref().and_then(|c| c.id())
+    }
+
+    /// The server's resident memory in KiB (VmRSS), while it runs.
+    pub async fn rss_kib(&self) -> Option<u64> {
+        let pid = self.pid().await?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+    }
+
     /// Kills the process (SIGKILL, a crash) and reaps it; the data dir is kept.
     pub async fn kill(&self) {
         let mut guard = self.child.lock().await;

@@ -1,0 +1,364 @@
+//! Pure conversions between tandem's vocabulary and ACP v1 types: prompt content, tool kinds,
+//! locations, diffs, config options, timestamps, and the history replay of `session/load`.
+
+use std::path::{Path, PathBuf};
+
+use agent_client_protocol::v1::schema as acp;
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::engine::history::{Message, Part, ResultStatus, Role, Source};
+use crate::protocol::{DiffEntry, Location, Mode, ToolKind};
+use crate::tools::{meta_for, parse_args};
+use crate::workspace::Workspace;
+
+pub const MODEL_OPTION: &str = "model";
+pub const MODE_OPTION: &str = "mode";
+
+/// Every mode, with the id used on the wire (the native protocol's names) and a label.
+pub const MODES: &[(Mode, &str, &str, &str)] = &[
+    (Mode::Ask, "ask", "Ask", "Ask before every edit and command"),
+    (
+        Mode::AutoEdit,
+        "autoEdit",
+        "Auto edit",
+        "Edits inside the workspace apply without asking; commands still ask",
+    ),
+    (
+        Mode::Plan,
+        "plan",
+        "Plan",
+        "Read and plan only; no edits or commands",
+    ),
+    (
+        Mode::FullAuto,
+        "fullAuto",
+        "Full auto",
+        "Edits and commands run without asking",
+    ),
+];
+
+pub fn mode_id(mode: Mode) -> &'static str {
+    MODES
+        .iter()
+        .find(|(m, ..)| *m == mode)
+        .map(|(_, id, ..)| *id)
+        .unwrap_or("ask")
+}
+
+pub fn parse_mode_id(id: &str) -> Option<Mode> {
+    MODES.iter().find(|(_, i, ..)| *i == id).map(|(m, ..)| *m)
+}
+
+/// The `configOptions` of a session: the model (category `model`) and the mode (category
+/// `mode`), with their current values.
+pub fn config_options(config: &Config, model: &str, mode: Mode) -> Vec<acp::SessionConfigOption> {
+    let models: Vec<acp::SessionConfigSelectOption> = config
+        .models
+        .iter()
+        .map(|(id, m)| {
+            acp::SessionConfigSelectOption::new(id.clone(), id.clone())
+                .description(format!("{} via {}", m.name, m.provider))
+        })
+        .collect();
+    let modes: Vec<acp::SessionConfigSelectOption> = MODES
+        .iter()
+        .map(|(_, id, name, description)| {
+            acp::SessionConfigSelectOption::new(*id, *name).description(*description)
+        })
+        .collect();
+    vec![
+        acp::SessionConfigOption::select(MODEL_OPTION, "Model", model.to_owned(), models)
+            .category(acp::SessionConfigOptionCategory::Model)
+            .description("The model for the next request (also inside a running turn)"),
+        acp::SessionConfigOption::select(MODE_OPTION, "Mode", mode_id(mode), modes)
+            .category(acp::SessionConfigOptionCategory::Mode)
+            .description("What tandem may do without asking"),
+    ]
+}
+
+/// The legacy `modes` state, for clients that predate config options.
+pub fn mode_state(mode: Mode) -> acp::SessionModeState {
+    acp::SessionModeState::new(
+        mode_id(mode),
+        MODES
+            .iter()
+            .map(|(_, id, name, description)| {
+                acp::SessionMode::new(*id, *name).description(*description)
+            })
+            .collect(),
+    )
+}
+
+pub fn tool_kind(kind: ToolKind) -> acp::ToolKind {
+    match kind {
+        ToolKind::Read => acp::ToolKind::Read,
+        ToolKind::Search => acp::ToolKind::Search,
+        ToolKind::Edit => acp::ToolKind::Edit,
+        ToolKind::Delete => acp::ToolKind::Delete,
+        ToolKind::Move => acp::ToolKind::Move,
+        ToolKind::Execute => acp::ToolKind::Execute,
+        ToolKind::Think => acp::ToolKind::Think,
+        ToolKind::Fetch => acp::ToolKind::Fetch,
+        ToolKind::Other => acp::ToolKind::Other,
+    }
+}
+
+/// ACP wants absolute paths; the engine shows paths relative to the first root.
+pub fn absolute(root: &Path, path: &str) -> PathBuf {
+    let p = Path::new(path);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        root.join(p)
+    }
+}
+
+pub fn locations(root: &Path, locations: &[Location]) -> Vec<acp::ToolCallLocation> {
+    locations
+        .iter()
+        .map(|l| {
+            acp::ToolCallLocation::new(absolute(root, &l.path))
+                .line(l.line.and_then(|n| u32::try_from(n).ok()))
+        })
+        .collect()
+}
+
+pub fn diff_content(root: &Path, diff: &[DiffEntry]) -> Vec<acp::ToolCallContent> {
+    diff.iter()
+        .map(|d| {
+            acp::ToolCallContent::Diff(
+                acp::Diff::new(absolute(root, &d.path), d.new_text.clone())
+                    .old_text(d.old_text.clone()),
+            )
+        })
+        .collect()
+}
+
+pub fn text_content(text: impl Into<String>) -> acp::ToolCallContent {
+    acp::ToolCallContent::Content(acp::Content::new(acp::ContentBlock::Text(
+        acp::TextContent::new(text),
+    )))
+}
+
+pub fn text_block(text: impl Into<String>) -> acp::ContentBlock {
+    acp::ContentBlock::Text(acp::TextContent::new(text))
+}
+
+/// Text shown inside a tool card: fenced so that editors render it as output, cut to a size an
+/// editor pane can hold (the model got the whole result).
+pub fn fenced(text: &str) -> String {
+    const MAX: usize = 16 * 1024;
+    let cut = if text.len() > MAX {
+        let mut end = MAX;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}\n… ({} more bytes)", &text[..end], text.len() - end)
+    } else {
+        text.to_owned()
+    };
+    let fence = if cut.contains("```") { "````" } else { "```" };
+    format!("{fence}\n{cut}\n{fence}")
+}
+
+/// ACP prompt content → the engine's parts. Embedded resources become tagged text (the editor's
+/// buffer content wins over the disk), links are named for the model to read, and audio (which
+/// tandem does not advertise) becomes a note.
+pub fn prompt_parts(blocks: Vec<acp::ContentBlock>) -> Vec<Part> {
+    blocks
+        .into_iter()
+        .map(|block| match block {
+            acp::ContentBlock::Text(t) => Part::Text { text: t.text },
+            acp::ContentBlock::Image(i) => Part::Image {
+                mime_type: i.mime_type,
+                data: i.data,
+            },
+            acp::ContentBlock::Audio(_) => Part::Text {
+                text: "(an audio clip was attached; tandem cannot listen to audio)".to_owned(),
+            },
+            acp::ContentBlock::ResourceLink(link) => Part::Text {
+                text: format!("[@{}]({})", link.name, link.uri),
+            },
+            acp::ContentBlock::Resource(resource) => match resource.resource {
+                acp::EmbeddedResourceResource::TextResourceContents(t) => Part::Text {
+                    text: format!(
+                        "<context uri=\"{}\">\n{}\n</context>",
+                        t.uri,
+                        t.text.trim_end_matches('\n')
+                    ),
+                },
+                acp::EmbeddedResourceResource::BlobResourceContents(b) => {
+                    match b.mime_type.filter(|m| m.starts_with("image/")) {
+                        Some(mime_type) => Part::Image {
+                            mime_type,
+                            data: b.blob,
+                        },
+                        None => Part::Text {
+                            text: format!(
+                                "(binary resource {} attached; read it with the tools if needed)",
+                                b.uri
+                            ),
+                        },
+                    }
+                }
+                _ => Part::Text {
+                    text: "(an attachment of an unknown kind was dropped)".to_owned(),
+                },
+            },
+            _ => Part::Text {
+                text: "(content of an unknown kind was dropped)".to_owned(),
+            },
+        })
+        .collect()
+}
+
+/// Milliseconds since the epoch as an RFC 3339 UTC timestamp (ACP's `updatedAt`).
+pub fn rfc3339(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+/// A notice as text for clients without ACP's notice update.
+pub fn notice_text(text: &str) -> String {
+    format!("\n\n> _{}_\n\n", text.trim())
+}
+
+/// The tool call card of one recorded call.
+pub fn tool_call(workspace: &Workspace, id: &str, name: &str, arguments: &Value) -> acp::ToolCall {
+    let root = workspace.roots()[0].clone();
+    let kind = meta_for(name).map(|m| m.kind).unwrap_or(ToolKind::Other);
+    let (title, locs) = match parse_args(name, arguments) {
+        Ok(args) => (args.title(), args.locations(workspace).unwrap_or_default()),
+        Err(_) => (name.to_owned(), Vec::new()),
+    };
+    acp::ToolCall::new(id.to_owned(), title)
+        .kind(tool_kind(kind))
+        .status(acp::ToolCallStatus::Pending)
+        .locations(locations(&root, &locs))
+        .raw_input(arguments.clone())
+}
+
+/// The history as `session/update`s, for `session/load`: user prompts (and steering) as user
+/// chunks, reasoning as thought chunks, answers as message chunks, every tool call with its
+/// final status, result and diff, and notices. Reminders the engine wrote for the model are
+/// not shown.
+pub fn replay(
+    workspace: &Workspace,
+    history: &[Message],
+    notice: &dyn Fn(&str) -> acp::SessionUpdate,
+) -> Vec<acp::SessionUpdate> {
+    let root = workspace.roots()[0].clone();
+    let mut out = Vec::new();
+    for message in history {
+        match message.role {
+            Role::User if message.meta.source == Source::Reminder => {}
+            Role::User => {
+                for part in &message.parts {
+                    let block = match part {
+                        Part::Text { text } => text_block(text.clone()),
+                        Part::Image { mime_type, data } => acp::ContentBlock::Image(
+                            acp::ImageContent::new(data.clone(), mime_type.clone()),
+                        ),
+                    };
+                    out.push(acp::SessionUpdate::UserMessageChunk(
+                        acp::ContentChunk::new(block),
+                    ));
+                }
+            }
+            Role::Assistant => {
+                if let Some(reasoning) = message.meta.reasoning.as_ref().filter(|r| !r.is_empty()) {
+                    out.push(acp::SessionUpdate::AgentThoughtChunk(
+                        acp::ContentChunk::new(text_block(reasoning.clone())),
+                    ));
+                }
+                let text = message.text();
+                if !text.is_empty() {
+                    out.push(acp::SessionUpdate::AgentMessageChunk(
+                        acp::ContentChunk::new(text_block(text)),
+                    ));
+                }
+                for call in &message.tool_calls {
+                    let arguments = serde_json::from_str::<Value>(&call.arguments)
+                        .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+                    out.push(acp::SessionUpdate::ToolCall(tool_call(
+                        workspace, &call.id, &call.name, &arguments,
+                    )));
+                }
+            }
+            Role::Tool => {
+                let Some(result) = &message.tool_result else {
+                    continue;
+                };
+                let status = match result.status {
+                    ResultStatus::Completed => acp::ToolCallStatus::Completed,
+                    _ => acp::ToolCallStatus::Failed,
+                };
+                let text = message.text();
+                let mut content = vec![text_content(fenced(&text))];
+                if let Some(diff) = message
+                    .meta
+                    .diff
+                    .as_ref()
+                    .and_then(|d| serde_json::from_value::<Vec<DiffEntry>>(d.clone()).ok())
+                {
+                    content.extend(diff_content(&root, &diff));
+                }
+                out.push(acp::SessionUpdate::ToolCallUpdate(
+                    acp::ToolCallUpdate::new(
+                        result.tool_call_id.clone(),
+                        acp::ToolCallUpdateFields::new()
+                            .status(status)
+                            .content(content)
+                            .raw_output(serde_json::json!({ "result": text })),
+                    ),
+                ));
+            }
+            Role::Notice => out.push(notice(&message.text())),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn modes_round_trip() {
+        for (mode, id, ..) in MODES {
+            assert_eq!(parse_mode_id(id), Some(*mode));
+            assert_eq!(mode_id(*mode), *id);
+        }
+    }
+
+    #[test]
+    fn fences_survive_backticks() {
+        assert!(fenced("a ``` b").starts_with("````\n"));
+        assert!(fenced(&"x".repeat(20_000)).contains("more bytes"));
+    }
+}

@@ -1,0 +1,686 @@
+//! The ACP face: `tandem acp`, the Agent Client Protocol v1 over stdio, for Zed, JetBrains,
+//! CodeCompanion, avante.nvim, agentic.nvim and Emacs agent-shell.
+//!
+//! It drives the same session actor and store as `tandem serve`, so a session started in one
+//! face can be loaded in the other. The `agent-client-protocol` crate owns the transport and
+//! the JSON-RPC envelope; this module only translates. Its handlers run inside the crate's
+//! dispatch loop and return at once: a prompt is queued on the session actor and answered
+//! later from `turnEnded` (see `bridge`), and requests to the client (permissions, questions,
+//! file reads and writes) are awaited in tasks, so `session/cancel` and the client's answers
+//! are always read.
+
+mod bridge;
+pub mod convert;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, Client, ErrorCode, Stdio};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::config::Config;
+use crate::engine::EngineContext;
+use crate::protocol::ErrorKind;
+use crate::session::{self, lock, NewSession, Op, SessionError, SessionHandle};
+use crate::store::Store;
+use crate::workspace::Workspace;
+use bridge::{Bridge, BridgeSink, ClientAbilities};
+
+/// The extension method that steers a running turn: params `{sessionId, text}`, result
+/// `{queued: true}`; also accepted as a notification. Advertised in `initialize._meta`.
+pub const STEERING_METHOD: &str = "_session/steering";
+
+type AcpError = agent_client_protocol::Error;
+
+/// A JSON-RPC error with tandem's `data.kind`, like the native face's errors.
+fn error(kind: ErrorKind, message: impl Into<String>, extra: Value) -> AcpError {
+    let mut data = json!({"kind": kind});
+    if let (Value::Object(data), Value::Object(extra)) = (&mut data, extra) {
+        data.extend(extra);
+    }
+    let code = match kind {
+        ErrorKind::UnknownSession => -32002,
+        other => other.code() as i32,
+    };
+    AcpError::new(ErrorCode::from(code), message).data(data)
+}
+
+fn session_error(e: SessionError) -> AcpError {
+    error(e.kind(), e.to_string(), Value::Null)
+}
+
+fn invalid(message: impl Into<String>) -> AcpError {
+    error(ErrorKind::InvalidParams, message, Value::Null)
+}
+
+fn to_value<T: Serialize>(value: T) -> Result<Value, AcpError> {
+    serde_json::to_value(value).map_err(AcpError::into_internal_error)
+}
+
+enum StoreSlot {
+    Opening(tokio::task::JoinHandle<Result<Store, crate::store::StoreError>>),
+    Ready(Store),
+    Failed(String),
+}
+
+struct Live {
+    bridge: Arc<Bridge>,
+    handle: SessionHandle,
+}
+
+struct Acp {
+    engine: Arc<EngineContext>,
+    store: tokio::sync::Mutex<StoreSlot>,
+    abilities: Mutex<ClientAbilities>,
+    sessions: Mutex<HashMap<String, Live>>,
+}
+
+/// Run the ACP agent on stdin/stdout until the client closes stdin.
+pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let path = crate::store::default_database_path(data_dir.as_deref());
+    let opening = tokio::task::spawn_blocking(move || Store::open(&path));
+    let acp = Arc::new(Acp {
+        engine: EngineContext::new(config),
+        store: tokio::sync::Mutex::new(StoreSlot::Opening(opening)),
+        abilities: Mutex::new(ClientAbilities::default()),
+        sessions: Mutex::new(HashMap::new()),
+    });
+    let for_requests = acp.clone();
+    let for_notifications = acp.clone();
+    let result = Agent
+        .v1()
+        .name("tandem")
+        .on_receive_request(
+            async move |request: acp::ClientRequest,
+                        responder: Responder<Value>,
+                        cx: ConnectionTo<Client>| {
+                for_requests.request(request, responder, cx).await;
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |notification: acp::ClientNotification, _cx: ConnectionTo<Client>| {
+                for_notifications.notification(notification);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_to(Stdio::new())
+        .await;
+    // The client is gone: nobody can answer approvals, so stop every turn and shut down.
+    acp.engine.set_client_can_answer(false);
+    let live: Vec<Live> = lock(&acp.sessions).drain().map(|(_, l)| l).collect();
+    for l in live {
+        shutdown(&l.handle).await;
+        l.bridge.detach();
+    }
+    let slot = std::mem::replace(
+        &mut *acp.store.lock().await,
+        StoreSlot::Failed("closed".into()),
+    );
+    // Dropping the last store handle waits for its writer to commit; off the async workers.
+    let _ = tokio::task::spawn_blocking(move || drop(slot)).await;
+    result.map_err(|e| anyhow::anyhow!("ACP connection failed: {e}"))
+}
+
+async fn shutdown(handle: &SessionHandle) {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    handle.send(Op::Shutdown {
+        reply: Box::new(move |_| {
+            let _ = tx.send(());
+        }),
+    });
+    let _ = rx.await;
+}
+
+impl Acp {
+    async fn store(&self) -> Result<Store, AcpError> {
+        let mut slot = self.store.lock().await;
+        if let StoreSlot::Opening(task) = &mut *slot {
+            *slot = match task.await {
+                Ok(Ok(store)) => StoreSlot::Ready(store),
+                Ok(Err(e)) => StoreSlot::Failed(e.to_string()),
+                Err(e) => StoreSlot::Failed(format!("opening the session database crashed: {e}")),
+            };
+        }
+        match &*slot {
+            StoreSlot::Ready(store) => Ok(store.clone()),
+            StoreSlot::Failed(why) => Err(error(ErrorKind::Internal, why.clone(), Value::Null)),
+            StoreSlot::Opening(_) => unreachable!("awaited above"),
+        }
+    }
+
+    fn live(&self, session_id: &str) -> Result<(Arc<Bridge>, SessionHandle), AcpError> {
+        lock(&self.sessions)
+            .get(session_id)
+            .map(|l| (l.bridge.clone(), l.handle.clone()))
+            .ok_or_else(|| {
+                error(
+                    ErrorKind::UnknownSession,
+                    format!("unknown session {session_id}; create one with session/new or load it with session/load"),
+                    json!({"sessionId": session_id}),
+                )
+            })
+    }
+
+    async fn request(
+        &self,
+        request: acp::ClientRequest,
+        responder: Responder<Value>,
+        cx: ConnectionTo<Client>,
+    ) {
+        let answer = match request {
+            acp::ClientRequest::InitializeRequest(r) => self.initialize(r),
+            acp::ClientRequest::AuthenticateRequest(_) => {
+                to_value(acp::AuthenticateResponse::new())
+            }
+            acp::ClientRequest::LogoutRequest(_) => to_value(acp::LogoutResponse::new()),
+            acp::ClientRequest::NewSessionRequest(r) => self.new_session(r, cx).await,
+            acp::ClientRequest::LoadSessionRequest(r) => {
+                self.open_session(r.session_id.0.to_string(), r.cwd, true, cx)
+                    .await
+            }
+            acp::ClientRequest::ResumeSessionRequest(r) => {
+                self.open_session(r.session_id.0.to_string(), r.cwd, false, cx)
+                    .await
+            }
+            acp::ClientRequest::ListSessionsRequest(r) => self.list(r).await,
+            acp::ClientRequest::CloseSessionRequest(r) => self.close(&r.session_id.0).await,
+            acp::ClientRequest::SetSessionConfigOptionRequest(r) => {
+                return self.set_config_option(r, responder);
+            }
+            acp::ClientRequest::SetSessionModeRequest(r) => {
+                return self.set_mode_legacy(r, responder);
+            }
+            acp::ClientRequest::PromptRequest(r) => return self.prompt(r, responder),
+            acp::ClientRequest::ExtMethodRequest(r) if &*r.method == STEERING_METHOD => {
+                return self.steer(r.params.get(), Some(responder));
+            }
+            acp::ClientRequest::ExtMethodRequest(r) => Err(error(
+                ErrorKind::MethodNotFound,
+                format!(
+                    "extension method `{}` does not exist; tandem offers {STEERING_METHOD}",
+                    r.method
+                ),
+                Value::Null,
+            )),
+            other => Err(error(
+                ErrorKind::MethodNotFound,
+                format!("`{}` is not supported by tandem", other.method()),
+                Value::Null,
+            )),
+        };
+        let _ = responder.respond_with_result(answer);
+    }
+
+    fn notification(&self, notification: acp::ClientNotification) {
+        match notification {
+            acp::ClientNotification::CancelNotification(c) => {
+                if let Ok((bridge, _)) = self.live(&c.session_id.0) {
+                    bridge.cancel();
+                }
+            }
+            acp::ClientNotification::ExtNotification(n) if &*n.method == STEERING_METHOD => {
+                self.steer(n.params.get(), None);
+            }
+            _ => {}
+        }
+    }
+
+    fn initialize(&self, request: acp::InitializeRequest) -> Result<Value, AcpError> {
+        let caps = &request.client_capabilities;
+        let abilities = ClientAbilities {
+            fs: caps.fs.read_text_file && caps.fs.write_text_file,
+            elicitation_form: caps.elicitation.as_ref().is_some_and(|e| e.form.is_some()),
+            notices: caps.session.as_ref().is_some_and(|s| s.notices.is_some()),
+        };
+        *lock(&self.abilities) = abilities;
+        self.engine.set_client_can_answer(true);
+        let capabilities = acp::AgentCapabilities::new()
+            .load_session(true)
+            .prompt_capabilities(
+                acp::PromptCapabilities::new()
+                    .image(true)
+                    .embedded_context(true),
+            )
+            .session_capabilities(
+                acp::SessionCapabilities::new()
+                    .list(acp::SessionListCapabilities::new())
+                    .resume(acp::SessionResumeCapabilities::new())
+                    .close(acp::SessionCloseCapabilities::new())
+                    .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new()),
+            );
+        let mut meta = serde_json::Map::new();
+        meta.insert(
+            "steering".to_owned(),
+            json!({"method": STEERING_METHOD, "params": {"sessionId": "string", "text": "string"}}),
+        );
+        let response = acp::InitializeResponse::new(ProtocolVersion::V1)
+            .agent_capabilities(capabilities)
+            .agent_info(
+                acp::Implementation::new("tandem", env!("CARGO_PKG_VERSION"))
+                    .title("tandem".to_owned()),
+            )
+            .meta(meta);
+        to_value(response)
+    }
+
+    fn new_bridge(&self, root: PathBuf, cx: ConnectionTo<Client>) -> Arc<Bridge> {
+        let abilities = *lock(&self.abilities);
+        Bridge::new(root, cx, self.engine.clone(), abilities)
+    }
+
+    async fn new_session(
+        &self,
+        request: acp::NewSessionRequest,
+        cx: ConnectionTo<Client>,
+    ) -> Result<Value, AcpError> {
+        let mut roots = vec![request.cwd.clone()];
+        roots.extend(request.additional_directories.iter().cloned());
+        for root in &roots {
+            check_dir(root)?;
+        }
+        let workspace = tokio::task::spawn_blocking(move || Workspace::open(roots))
+            .await
+            .map_err(AcpError::into_internal_error)?
+            .map_err(|e| error(ErrorKind::InvalidCwd, e.to_string(), Value::Null))?;
+        let store = self.store().await?;
+        let model = self.engine.config.default_model.clone();
+        let mode = crate::protocol::Mode::Ask;
+        let bridge = self.new_bridge(workspace.roots()[0].clone(), cx);
+        let handle = session::spawn(
+            self.engine.clone(),
+            Arc::new(BridgeSink(bridge.clone())),
+            NewSession {
+                workspace,
+                model: model.clone(),
+                mode,
+                store: Some(store),
+                client_fs: bridge.client_fs(),
+            },
+        );
+        let session_id = handle.id().to_owned();
+        bridge.set_handle(handle.clone());
+        lock(&self.sessions).insert(
+            session_id.clone(),
+            Live {
+                bridge: bridge.clone(),
+                handle,
+            },
+        );
+        let mut response = acp::NewSessionResponse::new(session_id)
+            .config_options(convert::config_options(&self.engine.config, &model, mode))
+            .modes(convert::mode_state(mode));
+        if !request.mcp_servers.is_empty() {
+            let names: Vec<String> = request.mcp_servers.iter().map(mcp_name).collect();
+            tracing::warn!("MCP servers are not supported yet; ignoring {names:?}");
+            let mut meta = serde_json::Map::new();
+            meta.insert(
+                "tandem".to_owned(),
+                json!({"mcpServers": {"supported": false, "ignored": names}}),
+            );
+            response = response.meta(meta);
+            bridge.send_update(bridge.notice_update(&format!(
+                "tandem does not support MCP servers yet; ignored: {}",
+                names.join(", ")
+            )));
+        }
+        to_value(response)
+    }
+
+    /// `session/load` (replay the history first) and `session/resume` (no replay).
+    async fn open_session(
+        &self,
+        session_id: String,
+        cwd: PathBuf,
+        replay: bool,
+        cx: ConnectionTo<Client>,
+    ) -> Result<Value, AcpError> {
+        if let Ok((bridge, handle)) = self.live(&session_id) {
+            if replay {
+                let history = lock(&handle.shared.state).history.clone();
+                for update in convert::replay(&handle.shared.workspace, &history, &|t| {
+                    bridge.notice_update(t)
+                }) {
+                    bridge.send_update(update);
+                }
+            }
+            return self.opened(&handle, replay);
+        }
+        let store = self.store().await?;
+        let loaded = store
+            .load_session(&session_id)
+            .await
+            .map_err(|e| error(ErrorKind::Internal, e.to_string(), Value::Null))?
+            .ok_or_else(|| {
+                error(
+                    ErrorKind::UnknownSession,
+                    format!(
+                        "session {session_id} is not in the store; list sessions with session/list"
+                    ),
+                    json!({"sessionId": session_id}),
+                )
+            })?;
+        if Path::new(&loaded.record.cwd) != cwd {
+            tracing::info!(
+                "session {session_id} belongs to {}; the client asked for {}",
+                loaded.record.cwd,
+                cwd.display()
+            );
+        }
+        let bridge = self.new_bridge(PathBuf::from(&loaded.record.cwd), cx);
+        bridge.load_denials(&loaded.rules);
+        let restored = session::restore_with_client_fs(
+            self.engine.clone(),
+            Arc::new(BridgeSink(bridge.clone())),
+            store,
+            &session_id,
+            bridge.client_fs(),
+        )
+        .await
+        .map_err(|e| {
+            let kind = match e {
+                session::RestoreError::NotFound(_) => ErrorKind::UnknownSession,
+                session::RestoreError::Workspace { .. } => ErrorKind::InvalidCwd,
+                _ => ErrorKind::Internal,
+            };
+            error(kind, e.to_string(), Value::Null)
+        })?;
+        let handle = restored.handle.clone();
+        bridge.set_handle(handle.clone());
+        if replay {
+            let history = lock(&handle.shared.state).history.clone();
+            for update in convert::replay(&handle.shared.workspace, &history, &|t| {
+                bridge.notice_update(t)
+            }) {
+                bridge.send_update(update);
+            }
+        }
+        let answer = self.opened(&handle, replay);
+        lock(&self.sessions).insert(
+            session_id,
+            Live {
+                bridge,
+                handle: handle.clone(),
+            },
+        );
+        // A turn that crashed continues after the response (its open requests are asked again).
+        if let Some(resume) = restored.resume {
+            let send = handle.clone();
+            tokio::spawn(async move {
+                tokio::task::yield_now().await;
+                send.send(Op::Resume { resume });
+            });
+        }
+        answer
+    }
+
+    fn opened(&self, handle: &SessionHandle, load: bool) -> Result<Value, AcpError> {
+        let (model, mode) = {
+            let state = lock(&handle.shared.state);
+            (state.model.clone(), state.mode)
+        };
+        let options = convert::config_options(&self.engine.config, &model, mode);
+        if load {
+            to_value(
+                acp::LoadSessionResponse::new()
+                    .config_options(options)
+                    .modes(convert::mode_state(mode)),
+            )
+        } else {
+            to_value(
+                acp::ResumeSessionResponse::new()
+                    .config_options(options)
+                    .modes(convert::mode_state(mode)),
+            )
+        }
+    }
+
+    async fn list(&self, request: acp::ListSessionsRequest) -> Result<Value, AcpError> {
+        let store = self.store().await?;
+        let cwd = request.cwd.map(|c| c.display().to_string());
+        let sessions = store
+            .list_sessions(cwd)
+            .await
+            .map_err(|e| error(ErrorKind::Internal, e.to_string(), Value::Null))?
+            .into_iter()
+            .map(|r| {
+                acp::SessionInfo::new(r.id, PathBuf::from(r.cwd))
+                    .title(r.title)
+                    .updated_at(convert::rfc3339(r.updated_at))
+            })
+            .collect();
+        to_value(acp::ListSessionsResponse::new(sessions))
+    }
+
+    async fn close(&self, session_id: &str) -> Result<Value, AcpError> {
+        let live = lock(&self.sessions).remove(session_id);
+        let Some(live) = live else {
+            return Err(error(
+                ErrorKind::UnknownSession,
+                format!("unknown session {session_id}; nothing to close"),
+                json!({"sessionId": session_id}),
+            ));
+        };
+        live.bridge.cancel();
+        shutdown(&live.handle).await;
+        live.bridge.detach();
+        to_value(acp::CloseSessionResponse::new())
+    }
+
+    fn prompt(&self, request: acp::PromptRequest, responder: Responder<Value>) {
+        let (bridge, handle) = match self.live(&request.session_id.0) {
+            Ok(live) => live,
+            Err(e) => {
+                let _ = responder.respond_with_error(e);
+                return;
+            }
+        };
+        let parts = convert::prompt_parts(request.prompt);
+        if parts.iter().all(|p| match p {
+            crate::engine::history::Part::Text { text } => text.trim().is_empty(),
+            crate::engine::history::Part::Image { data, .. } => data.is_empty(),
+        }) {
+            let _ = responder.respond_with_error(invalid(
+                "the prompt is empty; send some text, an image or a resource",
+            ));
+            return;
+        }
+        if let Err(responder) = bridge.wait_for_turn(responder) {
+            let _ = responder.respond_with_error(session_error(SessionError::TurnInProgress));
+            return;
+        }
+        let answer = bridge.clone();
+        handle.send(Op::Prompt {
+            parts,
+            reply: Box::new(move |result| {
+                if let Err(e) = result {
+                    answer.fail_prompt(session_error(e));
+                }
+            }),
+        });
+    }
+
+    fn set_config_option(
+        &self,
+        request: acp::SetSessionConfigOptionRequest,
+        responder: Responder<Value>,
+    ) {
+        let (bridge, handle) = match self.live(&request.session_id.0) {
+            Ok(live) => live,
+            Err(e) => {
+                let _ = responder.respond_with_error(e);
+                return;
+            }
+        };
+        let Some(value) = request.value.as_value_id().map(|v| v.0.to_string()) else {
+            let _ = responder.respond_with_error(invalid(
+                "configuration values of tandem are select ids (strings)",
+            ));
+            return;
+        };
+        let config = self.engine.config.clone();
+        let options_after = move |handle: &SessionHandle| {
+            let state = lock(&handle.shared.state);
+            convert::config_options(&config, &state.model, state.mode)
+        };
+        match &*request.config_id.0 {
+            convert::MODEL_OPTION => {
+                let h = handle.clone();
+                handle.send(Op::SwitchModel {
+                    model: value,
+                    reply: Box::new(move |result| {
+                        let answer = result.map_err(session_error).and_then(|_| {
+                            to_value(acp::SetSessionConfigOptionResponse::new(options_after(&h)))
+                        });
+                        let _ = responder.respond_with_result(answer);
+                    }),
+                });
+            }
+            convert::MODE_OPTION => {
+                let Some(mode) = convert::parse_mode_id(&value) else {
+                    let _ = responder.respond_with_error(error(
+                        ErrorKind::InvalidMode,
+                        format!("unknown mode `{value}`; use ask, autoEdit, plan or fullAuto"),
+                        Value::Null,
+                    ));
+                    return;
+                };
+                let h = handle.clone();
+                handle.send(Op::SetMode {
+                    mode,
+                    reply: Box::new(move |result| {
+                        let answer = result.map_err(session_error).and_then(|_| {
+                            to_value(acp::SetSessionConfigOptionResponse::new(options_after(&h)))
+                        });
+                        let _ = responder.respond_with_result(answer);
+                        bridge.send_update(acp::SessionUpdate::CurrentModeUpdate(
+                            acp::CurrentModeUpdate::new(convert::mode_id(mode)),
+                        ));
+                    }),
+                });
+            }
+            other => {
+                let _ = responder.respond_with_error(invalid(format!(
+                    "unknown config option `{other}`; tandem has `model` and `mode`"
+                )));
+            }
+        }
+    }
+
+    fn set_mode_legacy(&self, request: acp::SetSessionModeRequest, responder: Responder<Value>) {
+        let (_, handle) = match self.live(&request.session_id.0) {
+            Ok(live) => live,
+            Err(e) => {
+                let _ = responder.respond_with_error(e);
+                return;
+            }
+        };
+        let Some(mode) = convert::parse_mode_id(&request.mode_id.0) else {
+            let _ = responder.respond_with_error(error(
+                ErrorKind::InvalidMode,
+                format!(
+                    "unknown mode `{}`; use ask, autoEdit, plan or fullAuto",
+                    request.mode_id.0
+                ),
+                Value::Null,
+            ));
+            return;
+        };
+        handle.send(Op::SetMode {
+            mode,
+            reply: Box::new(move |result| {
+                let answer = result
+                    .map_err(session_error)
+                    .and_then(|_| to_value(acp::SetSessionModeResponse::new()));
+                let _ = responder.respond_with_result(answer);
+            }),
+        });
+    }
+
+    /// `_session/steering {sessionId, text}`: queued for the engine's next safe point.
+    fn steer(&self, params: &str, responder: Option<Responder<Value>>) {
+        let respond = |answer: Result<Value, AcpError>, responder: Option<Responder<Value>>| {
+            if let Some(r) = responder {
+                let _ = r.respond_with_result(answer);
+            }
+        };
+        let params: Value = serde_json::from_str(params).unwrap_or(Value::Null);
+        let Some(session_id) = params["sessionId"].as_str() else {
+            return respond(
+                Err(invalid("steering needs `sessionId` and `text`")),
+                responder,
+            );
+        };
+        let text = match &params["text"] {
+            Value::String(t) => t.clone(),
+            _ => params["prompt"]
+                .as_array()
+                .map(|blocks| {
+                    blocks
+                        .iter()
+                        .filter_map(|b| b["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+                .unwrap_or_default(),
+        };
+        if text.trim().is_empty() {
+            return respond(
+                Err(invalid("steering text is empty; send the text to inject")),
+                responder,
+            );
+        }
+        let handle = match self.live(session_id) {
+            Ok((_, handle)) => handle,
+            Err(e) => return respond(Err(e), responder),
+        };
+        handle.send(Op::Steer {
+            text,
+            reply: Box::new(move |result| {
+                if let Some(r) = responder {
+                    let _ = r.respond_with_result(
+                        result
+                            .map(|()| json!({"queued": true}))
+                            .map_err(session_error),
+                    );
+                }
+            }),
+        });
+    }
+}
+
+fn check_dir(path: &Path) -> Result<(), AcpError> {
+    let bad = |why: &str| {
+        error(
+            ErrorKind::InvalidCwd,
+            format!(
+                "`{}` {why}; pass the absolute path of the workspace folder",
+                path.display()
+            ),
+            Value::Null,
+        )
+    };
+    if !path.is_absolute() {
+        return Err(bad("is not an absolute path"));
+    }
+    if !path.is_dir() {
+        return Err(bad("is not an existing directory"));
+    }
+    Ok(())
+}
+
+fn mcp_name(server: &acp::McpServer) -> String {
+    match server {
+        acp::McpServer::Http(s) => s.name.clone(),
+        acp::McpServer::Sse(s) => s.name.clone(),
+        acp::McpServer::Stdio(s) => s.name.clone(),
+        _ => "unnamed".to_owned(),
+    }
+}
