@@ -1479,7 +1479,9 @@ fn numbers_in_the_text_match_the_code() {
             "the frame cap {cap} bytes is not stated in protocol.md"
         ));
     }
-    if cap.is_multiple_of(1024 * 1024) && !doc.text.contains(&format!("{} MiB", cap / (1024 * 1024))) {
+    if cap.is_multiple_of(1024 * 1024)
+        && !doc.text.contains(&format!("{} MiB", cap / (1024 * 1024)))
+    {
         failures.push(format!(
             "the frame cap is {} MiB; protocol.md does not say so",
             cap / (1024 * 1024)
