@@ -109,6 +109,11 @@ pub async fn plan(
         other => return Err(format!("internal error: {} is not an edit", other.title())),
     };
     let p = workspace.resolve(&path).map_err(|e| e.to_string())?;
+    // A protected path is refused before the editor is even asked for it.
+    let (probe_ws, probe) = (workspace.clone(), p.clone());
+    tokio::task::spawn_blocking(move || fs::refuse_protected(&probe_ws, &probe))
+        .await
+        .map_err(|e| format!("planning the edit crashed: {e}"))??;
     let old = current_text(workspace.clone(), client, p.clone())
         .await
         .map_err(|e| match (e, &args) {

@@ -687,6 +687,7 @@ pub struct PlannedEdit {
 /// Plans write_file: replace (or create) the whole file with `content`.
 pub fn plan_write(ws: &Workspace, path: &str, content: &str) -> Result<PlannedEdit, String> {
     let p = ws.resolve(path).map_err(|e| e.to_string())?;
+    // Protected paths are refused before anything is read.
     refuse_protected(ws, &p)?;
     let old = ws.read_text_if_exists(&p).map_err(|e| match e {
         WorkspaceError::NotUtf8 { path } => format!(
@@ -705,6 +706,8 @@ pub fn plan_write_from(
     old: Option<String>,
     content: &str,
 ) -> Result<PlannedEdit, String> {
+    // Every plan checks protection here, whoever read `old` (the disk or the client's editor).
+    refuse_protected(ws, &p)?;
     // Refusing now spares the user an approval for a write that would fail.
     ws.check_writable(&p).map_err(|e| e.to_string())?;
     if old.as_deref() == Some(content) {
@@ -724,7 +727,7 @@ pub fn plan_write_from(
 }
 
 /// Refuse edits of protected paths (checked on the resolved path, also for new files).
-fn refuse_protected(ws: &Workspace, p: &crate::workspace::WorkspacePath) -> Result<(), String> {
+pub fn refuse_protected(ws: &Workspace, p: &crate::workspace::WorkspacePath) -> Result<(), String> {
     let resolved = ws.resolved_relative(p).map_err(|e| e.to_string())?;
     let absolute = ws.roots()[p.root_index].join(&resolved);
     match protected_reason(&resolved, &absolute) {
@@ -778,6 +781,8 @@ pub fn plan_edit_from(
     new_string: &str,
     replace_all: bool,
 ) -> Result<PlannedEdit, String> {
+    // Every plan checks protection here, whoever read `old` (the disk or the client's editor).
+    refuse_protected(ws, &p)?;
     let Some(old) = old else {
         return Err(format!(
             "`{}` does not exist; edit_file only changes existing files, so use write_file to create it (or check the path with glob)",
