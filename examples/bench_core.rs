@@ -53,8 +53,9 @@ const DELTA_PACE: Duration = Duration::from_millis(1);
 const TURN_TIMEOUT: Duration = Duration::from_secs(30);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Ten messages per synthetic turn (see `synthetic_turn`), so 1,000 turns.
 const RESUME_MESSAGES: usize = 10_000;
+/// What `synthetic_turn` returns, so 1,000 turns.
+const MESSAGES_PER_TURN: usize = 10;
 /// The first run pays for faulting the database and the binary into the page cache; an editor
 /// resuming a session it used recently finds both there.
 const RESUME_WARMUPS: usize = 1;
@@ -1090,7 +1091,7 @@ fn synthetic_turn(t: usize) -> Vec<Message> {
         arguments: arguments.to_string(),
         extras: BTreeMap::new(),
     };
-    let mut messages = Vec::with_capacity(10);
+    let mut messages = Vec::with_capacity(MESSAGES_PER_TURN);
     messages.push(Message::user(
         vec![Part::Text {
             text: format!(
@@ -1196,6 +1197,7 @@ fn synthetic_turn(t: usize) -> Vec<Message> {
         cached_tokens: Some(10_500),
     });
     messages.push(answer);
+    debug_assert_eq!(messages.len(), MESSAGES_PER_TURN);
     messages
 }
 
@@ -1684,13 +1686,15 @@ fn print_report(
     println!();
     let stages = &resume.stages;
     println!(
-        "Resume: one session of {RESUME_MESSAGES} messages (1,000 turns of a prompt, four tool rounds and an answer; \
+        "Resume: one session of {} messages ({} turns of a prompt, four tool rounds and an answer; \
          {:.1} MB of message JSON, {} average; database {:.1} MB) written with `tandem::store`; \
          median of {RESUME_RUNS} runs after {RESUME_WARMUPS} warm-up, each a fresh `tandem serve` on the same data dir. \
          The `session/load` reply is {:.1} MB with {} display entries. \
          Raw load: `Connection::open` + `SELECT json … ORDER BY position` into a `Vec<String>`, in-process. \
          In-process breakdown of one load (medians, diagnostic): store open + `load_session` {}, \
          parse into `Message`s {}, `display_history` {}, serialize the reply {}.",
+        thousands(RESUME_MESSAGES),
+        thousands(RESUME_MESSAGES.div_ceil(MESSAGES_PER_TURN)),
         fixture.json_bytes as f64 / 1e6,
         format_bytes(fixture.json_bytes / RESUME_MESSAGES),
         fixture.database_bytes() as f64 / 1e6,
@@ -1718,6 +1722,21 @@ fn print_report(
     );
     println!();
     println!("Reproduce: `cargo run --release --example bench_core`");
+}
+
+/// `10000` as `10,000`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let lead = match digits.len() % 3 {
+        0 => 3.min(digits.len()),
+        short => short,
+    };
+    let mut out = digits[..lead].to_owned();
+    for group in digits.as_bytes()[lead..].chunks(3) {
+        out.push(',');
+        out.push_str(std::str::from_utf8(group).expect("ASCII digits"));
+    }
+    out
 }
 
 fn format_bytes(bytes: usize) -> String {

@@ -441,3 +441,74 @@ async fn sigkill_at_fifty_random_points_loses_nothing_and_repeats_nothing() {
         t.shutdown().await;
     }
 }
+
+/// The highest `seq` among `events`.
+fn max_seq(events: &[Value]) -> u64 {
+    events
+        .iter()
+        .filter_map(|e| e["seq"].as_u64())
+        .max()
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_crash_mid_stream_never_repeats_a_seq_and_a_clean_stop_leaves_no_gap() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    // A stream that sends three deltas and then hangs until the process is killed.
+    let hang = Gate::new();
+    mock.push(
+        Script::new()
+            .role()
+            .text("one ")
+            .text("two ")
+            .text("three ")
+            .wait_for(&hang),
+    );
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "stream then crash").await;
+    t.wait_event(&sid, |e| {
+        e["type"] == "assistantDelta" && e["text"] == "three "
+    })
+    .await;
+    let seen = t.events(&sid);
+    let crashed_at = max_seq(&seen);
+    // The deltas are not stored, so the numbers they used exist only in the reservation.
+    assert!(
+        seen.iter().any(|e| e["type"] == "assistantDelta"),
+        "{seen:#?}"
+    );
+
+    mock.push(Script::text_reply("after the crash"));
+    let t = t.respawn().await;
+    t.initialize().await;
+    t.load_session(&sid).await;
+    t.prompt(&sid, "go on").await;
+    t.wait_turn_ended(&sid).await;
+    let after = t.events(&sid);
+    assert!(
+        after[0]["seq"].as_u64().unwrap() > crashed_at,
+        "a seq the client saw before the crash ({crashed_at}) was used again: {after:#?}"
+    );
+    assert_seq_contiguous(&after);
+    let before_stop = max_seq(&after);
+
+    // A clean stop gives the reservation back: the next process numbers on without a gap.
+    t.request_ok("shutdown", Value::Null).await;
+    t.wait_exit().await;
+    mock.push(Script::text_reply("after a clean stop"));
+    let t = t.respawn().await;
+    t.initialize().await;
+    t.load_session(&sid).await;
+    t.prompt(&sid, "once more").await;
+    t.wait_turn_ended(&sid).await;
+    let resumed = t.events(&sid);
+    assert_eq!(
+        resumed[0]["seq"].as_u64().unwrap(),
+        before_stop + 1,
+        "seq continues exactly after a clean stop: {resumed:#?}"
+    );
+    assert_seq_contiguous(&resumed);
+    t.shutdown().await;
+}

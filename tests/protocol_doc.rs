@@ -459,6 +459,14 @@ fn full_history() -> Vec<history::Message> {
     ]
 }
 
+/// What the server sends for `history`, decoded into the documented wire type: the server
+/// serializes borrowed twins of the wire types, and this fails if the two ever differ.
+fn displayed(history: &[history::Message]) -> Vec<DisplayMessage> {
+    let sent = serde_json::to_value(tandem::server::display_history(history))
+        .expect("display messages serialize");
+    round_trip(&sent).unwrap_or_else(|e| panic!("the display history {e}"))
+}
+
 fn json_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
@@ -494,6 +502,7 @@ fn display_shape() -> DisplayShape {
         }
     };
     for message in tandem::server::display_history(&full_history()) {
+        let message = serde_json::to_value(&message).expect("display messages serialize");
         let object = message.as_object().expect("display messages are objects");
         let role = object["role"]
             .as_str()
@@ -547,6 +556,7 @@ fn check_object_against(
 fn check_load_result(result: &SessionLoadResult) -> Result<(), String> {
     let shape = display_shape();
     for message in &result.messages {
+        let message = serde_json::to_value(message).map_err(|e| e.to_string())?;
         let object = message.as_object().ok_or("a message must be an object")?;
         let role = object
             .get("role")
@@ -947,7 +957,7 @@ fn full_results(m: &str) -> Vec<Value> {
             model: "m".into(),
             mode: Mode::Ask,
             state: SessionState::Running,
-            messages: tandem::server::display_history(&full_history()),
+            messages: displayed(&full_history()),
             // The members every approval shows; its optional ones are covered by the event checks.
             pending: vec![json!({
                 "type": "approvalRequested", "requestId": "r", "toolCallId": "c", "name": "n",

@@ -268,9 +268,91 @@ pub struct SessionLoadResult {
     pub state: SessionState,
     /// The display history: user, assistant (with reasoning and tool calls carrying their
     /// status, result and diff) and notice messages, in order.
-    pub messages: Vec<Value>,
+    pub messages: Vec<DisplayMessage>,
     /// The `approvalRequested`/`questionAsked` events still waiting for an answer.
     pub pending: Vec<Value>,
+}
+
+/// One entry of `session/load`'s `messages`: a history message as a client shows it.
+///
+/// One flat struct rather than an enum tagged by `role`, so that members serialize in
+/// alphabetical order (as protocol.md promises) and a resume of a long session serializes
+/// straight from typed fields instead of building a `serde_json::Value` tree per message.
+/// Which optional members a role has is in protocol.md; `server::display_history` builds them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisplayMessage {
+    pub id: String,
+    /// User prompts with images only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<Vec<DisplayImage>>,
+    /// Notices only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<NoticeKind>,
+    /// Assistant messages with reasoning only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    pub role: DisplayRole,
+    /// User messages only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<DisplaySource>,
+    pub text: String,
+    /// Always present (possibly empty) on assistant messages, absent on the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<DisplayToolCall>>,
+    pub ts: u64,
+    /// `null` for a model switch made while idle.
+    pub turn_id: Option<String>,
+    /// Assistant messages whose provider reported usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<DisplayUsage>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DisplayRole {
+    User,
+    Assistant,
+    Notice,
+}
+
+/// Who typed a user message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DisplaySource {
+    User,
+    Steering,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisplayImage {
+    pub data: String,
+    pub mime_type: String,
+}
+
+/// A tool call with its result folded in, once it has one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisplayToolCall {
+    /// The JSON the model sent; a string holding the raw text when it was not valid JSON.
+    pub arguments: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<Value>,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ToolStatus>,
+    pub tool_call_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisplayUsage {
+    pub input_tokens: u64,
+    pub model: String,
+    pub output_tokens: u64,
 }
 
 /// Params of the methods that only name a session (`stop`, `retry`, `session/load`).

@@ -335,6 +335,24 @@ pub fn encode(framing: Framing, body: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+/// [`encode`] straight into a writer, for a message too large to copy into a buffer first.
+pub fn write_frame(
+    framing: Framing,
+    body: &[u8],
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    match framing {
+        Framing::Ndjson => {
+            out.write_all(body)?;
+            out.write_all(b"\n")
+        }
+        Framing::ContentLength => {
+            write!(out, "Content-Length: {}\r\n\r\n", body.len())?;
+            out.write_all(body)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,5 +429,16 @@ mod tests {
         out.clear();
         encode(Framing::Ndjson, b"{}", &mut out);
         assert_eq!(out, b"{}\n");
+    }
+
+    #[test]
+    fn writes_the_same_frames_directly() {
+        for framing in [Framing::ContentLength, Framing::Ndjson] {
+            let mut buffered = Vec::new();
+            encode(framing, b"{\"a\":1}", &mut buffered);
+            let mut direct = Vec::new();
+            write_frame(framing, b"{\"a\":1}", &mut direct).unwrap();
+            assert_eq!(direct, buffered, "{framing:?}");
+        }
     }
 }

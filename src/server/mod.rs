@@ -7,6 +7,7 @@
 pub mod framing;
 pub mod rpc;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -78,25 +79,55 @@ fn spawn_writer(
     std::thread::spawn(move || {
         let stdout = std::io::stdout();
         let mut lock = stdout.lock();
-        let mut framed = Vec::with_capacity(64 * 1024);
+        let mut framed = Vec::with_capacity(BATCH_CAPACITY);
         while let Some(body) = rx.blocking_recv() {
-            framed.clear();
             let current = match framing.load(Ordering::SeqCst) {
                 2 => Framing::ContentLength,
                 _ => Framing::Ndjson,
             };
-            framing::encode(current, &body, &mut framed);
-            while let Ok(more) = rx.try_recv() {
-                framing::encode(current, &more, &mut framed);
-                if framed.len() > 1024 * 1024 {
+            let mut next = Some(body);
+            let mut written = Ok(());
+            while let Some(body) = next.take() {
+                if body.len() >= DIRECT_WRITE_MIN {
+                    // A large reply (a long session's `session/load`) goes out as it is: copying
+                    // megabytes into the batch buffer would cost time and keep the memory.
+                    written = write_batch(&mut lock, &mut framed)
+                        .and_then(|()| framing::write_frame(current, &body, &mut lock));
+                } else {
+                    framing::encode(current, &body, &mut framed);
+                }
+                if written.is_err() || framed.len() > BATCH_CAPACITY * 16 {
                     break;
                 }
+                next = rx.try_recv().ok();
             }
-            if lock.write_all(&framed).and_then(|_| lock.flush()).is_err() {
+            if written
+                .and_then(|()| write_batch(&mut lock, &mut framed))
+                .and_then(|()| lock.flush())
+                .is_err()
+            {
                 break;
+            }
+            if framed.capacity() > BATCH_CAPACITY * 16 {
+                framed = Vec::with_capacity(BATCH_CAPACITY);
             }
         }
     })
+}
+
+/// The stdout batch buffer's usual size; a burst of deltas fills it many times over.
+const BATCH_CAPACITY: usize = 64 * 1024;
+
+/// Messages at least this large skip the batch buffer.
+const DIRECT_WRITE_MIN: usize = 256 * 1024;
+
+fn write_batch(out: &mut impl Write, batch: &mut Vec<u8>) -> std::io::Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let written = out.write_all(batch);
+    batch.clear();
+    written
 }
 
 struct Server {
@@ -502,8 +533,11 @@ impl Server {
                         .values()
                         .map(|r| r.payload.clone())
                         .collect();
-                    let result = load_result(&entry.handle, &entry.cwd, pending);
-                    self.answer(id, Ok(result));
+                    if let Some(id) = id {
+                        let shared = entry.handle.shared.clone();
+                        let reply = load_response(shared, id.clone(), entry.cwd.clone(), pending);
+                        self.out.send(reply.await);
+                    }
                     return Ok(());
                 }
                 let Some(store) = self.store().await? else {
@@ -529,8 +563,11 @@ impl Server {
                 let cwd = restored.handle.shared.workspace.roots()[0]
                     .display()
                     .to_string();
-                let result = load_result(&restored.handle, &cwd, restored.pending);
-                self.answer(id, Ok(result));
+                if let Some(id) = id {
+                    let shared = restored.handle.shared.clone();
+                    let reply = load_response(shared, id.clone(), cwd.clone(), restored.pending);
+                    self.out.send(reply.await);
+                }
                 // The crashed turn continues only after the client has the load response.
                 if let Some(resume) = restored.resume {
                     restored.handle.send(Op::Resume { resume });
@@ -744,110 +781,239 @@ pub fn outbound_channel() -> (Outbound, mpsc::UnboundedReceiver<Vec<u8>>) {
     (Outbound { tx }, rx)
 }
 
-/// The `session/load` result: the display history and what is waiting for the user.
-fn load_result(handle: &SessionHandle, cwd: &str, pending: Vec<Value>) -> wire::SessionLoadResult {
-    let state = session::lock(&handle.shared.state);
-    wire::SessionLoadResult {
-        session_id: handle.id().to_owned(),
-        cwd: cwd.to_owned(),
-        model: state.model.clone(),
-        mode: state.mode,
-        state: if state.active_turn.is_some() {
-            wire::SessionState::Running
-        } else {
-            wire::SessionState::Idle
-        },
-        messages: display_history(&state.history),
-        pending,
+/// The `session/load` response, serialized on the blocking pool: for a long session, building
+/// and serializing the display history takes milliseconds that must not stall the runtime.
+///
+/// The state lock is held while it serializes, so the history cannot change underneath; a
+/// restored session's turn has not resumed yet, and a live one waits at most that long.
+async fn load_response(
+    shared: Arc<session::SessionShared>,
+    id: Value,
+    cwd: String,
+    pending: Vec<Value>,
+) -> Vec<u8> {
+    let id_for_error = id.clone();
+    tokio::task::spawn_blocking(move || {
+        let state = session::lock(&shared.state);
+        rpc::result_message(
+            &id,
+            LoadResultRef {
+                session_id: &shared.id,
+                cwd: &cwd,
+                model: &state.model,
+                mode: state.mode,
+                state: if state.active_turn.is_some() {
+                    wire::SessionState::Running
+                } else {
+                    wire::SessionState::Idle
+                },
+                messages: display_history(&state.history),
+                pending: &pending,
+            },
+        )
+    })
+    .await
+    .unwrap_or_else(|e| {
+        rpc::error_message(
+            &id_for_error,
+            &RpcErrorObject::new(
+                ErrorKind::Internal,
+                format!("building the session/load response crashed: {e}"),
+            ),
+        )
+    })
+}
+
+/// [`wire::SessionLoadResult`], borrowing from the session instead of copying its history.
+/// The fields are the wire type's, in the same order; `tests/protocol_doc.rs` decodes what
+/// this writes into the wire type and checks that it encodes back the same.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LoadResultRef<'a> {
+    session_id: &'a str,
+    cwd: &'a str,
+    model: &'a str,
+    mode: wire::Mode,
+    state: wire::SessionState,
+    messages: Vec<DisplayMessageRef<'a>>,
+    pending: &'a [Value],
+}
+
+/// [`wire::DisplayMessage`], borrowing from one history message.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisplayMessageRef<'a> {
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    images: Option<Vec<DisplayImageRef<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<wire::NoticeKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<&'a str>,
+    role: wire::DisplayRole,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<wire::DisplaySource>,
+    text: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<Vec<DisplayToolCallRef<'a>>>,
+    ts: u64,
+    turn_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<DisplayUsageRef<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DisplayImageRef<'a> {
+    data: &'a str,
+    mime_type: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DisplayToolCallRef<'a> {
+    arguments: ArgumentsRef<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diff: Option<&'a Value>,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<wire::ToolStatus>,
+    tool_call_id: &'a str,
+}
+
+/// A call's arguments: the model's JSON text as it is (validated, not rebuilt as a tree), or
+/// a string holding the raw text when it is not valid JSON.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum ArgumentsRef<'a> {
+    Json(&'a serde_json::value::RawValue),
+    Text(&'a str),
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DisplayUsageRef<'a> {
+    input_tokens: u64,
+    model: &'a str,
+    output_tokens: u64,
+}
+
+/// A message's text parts joined, borrowed when there is only one.
+fn message_text(message: &crate::engine::history::Message) -> Cow<'_, str> {
+    use crate::engine::history::Part;
+    let mut texts = message.parts.iter().filter_map(|p| match p {
+        Part::Text { text } => Some(text.as_str()),
+        Part::Image { .. } => None,
+    });
+    match (texts.next(), texts.next()) {
+        (None, _) => Cow::Borrowed(""),
+        (Some(only), None) => Cow::Borrowed(only),
+        _ => Cow::Owned(message.text()),
     }
 }
 
 /// The history as a client shows it: user prompts, assistant messages with reasoning and their
 /// tool calls (each with its result, status and diff), and notices. Reminders the engine wrote
 /// for the model are not shown.
-pub fn display_history(history: &[crate::engine::history::Message]) -> Vec<Value> {
+///
+/// It borrows from the history, so a resume of a long session serializes the reply without
+/// copying every message once more.
+pub fn display_history(history: &[crate::engine::history::Message]) -> Vec<DisplayMessageRef<'_>> {
     use crate::engine::history::{Part, ResultStatus, Role, Source};
-    let mut out: Vec<Value> = Vec::with_capacity(history.len());
-    let mut call_slots: HashMap<String, (usize, usize)> = HashMap::new();
+    let mut out: Vec<DisplayMessageRef<'_>> = Vec::with_capacity(history.len());
     for message in history {
+        let entry = |role| DisplayMessageRef {
+            id: &message.id,
+            images: None,
+            kind: None,
+            reasoning: None,
+            role,
+            source: None,
+            text: message_text(message),
+            tool_calls: None,
+            ts: message.meta.ts,
+            turn_id: message.meta.turn_id.as_deref(),
+            usage: None,
+        };
         match message.role {
             Role::User if message.meta.source == Source::Reminder => {}
             Role::User => {
-                let images: Vec<Value> = message
+                let images: Vec<DisplayImageRef<'_>> = message
                     .parts
                     .iter()
                     .filter_map(|p| match p {
                         Part::Image { mime_type, data } => {
-                            Some(serde_json::json!({"mimeType": mime_type, "data": data}))
+                            Some(DisplayImageRef { data, mime_type })
                         }
                         Part::Text { .. } => None,
                     })
                     .collect();
-                let mut entry = serde_json::json!({
-                    "id": message.id, "role": "user", "ts": message.meta.ts,
-                    "turnId": message.meta.turn_id, "text": message.text(),
-                    "source": if message.meta.source == Source::Steering { "steering" } else { "user" },
+                let mut user = entry(wire::DisplayRole::User);
+                user.source = Some(if message.meta.source == Source::Steering {
+                    wire::DisplaySource::Steering
+                } else {
+                    wire::DisplaySource::User
                 });
-                if !images.is_empty() {
-                    entry["images"] = Value::Array(images);
-                }
-                out.push(entry);
+                user.images = (!images.is_empty()).then_some(images);
+                out.push(user);
             }
             Role::Assistant => {
-                let calls: Vec<Value> = message
+                let calls: Vec<DisplayToolCallRef<'_>> = message
                     .tool_calls
                     .iter()
-                    .map(|c| {
-                        serde_json::json!({
-                            "toolCallId": c.id,
-                            "name": c.name,
-                            "arguments": serde_json::from_str::<Value>(&c.arguments)
-                                .unwrap_or_else(|_| Value::String(c.arguments.clone())),
-                        })
+                    .map(|c| DisplayToolCallRef {
+                        arguments: match serde_json::from_str(&c.arguments) {
+                            Ok(json) => ArgumentsRef::Json(json),
+                            Err(_) => ArgumentsRef::Text(&c.arguments),
+                        },
+                        diff: None,
+                        name: &c.name,
+                        result: None,
+                        status: None,
+                        tool_call_id: &c.id,
                     })
                     .collect();
-                for (slot, call) in message.tool_calls.iter().enumerate() {
-                    call_slots.insert(call.id.clone(), (out.len(), slot));
-                }
-                let mut entry = serde_json::json!({
-                    "id": message.id, "role": "assistant", "ts": message.meta.ts,
-                    "turnId": message.meta.turn_id, "text": message.text(),
-                    "toolCalls": calls,
+                let mut assistant = entry(wire::DisplayRole::Assistant);
+                assistant.tool_calls = Some(calls);
+                assistant.reasoning = message.meta.reasoning.as_deref();
+                assistant.usage = message.meta.usage.as_ref().map(|u| DisplayUsageRef {
+                    input_tokens: u.input_tokens,
+                    model: &u.model,
+                    output_tokens: u.output_tokens,
                 });
-                if let Some(reasoning) = &message.meta.reasoning {
-                    entry["reasoning"] = Value::String(reasoning.clone());
-                }
-                if let Some(usage) = &message.meta.usage {
-                    entry["usage"] = serde_json::json!({
-                        "model": usage.model, "inputTokens": usage.input_tokens,
-                        "outputTokens": usage.output_tokens,
-                    });
-                }
-                out.push(entry);
+                out.push(assistant);
             }
             Role::Tool => {
                 let Some(result) = &message.tool_result else {
                     continue;
                 };
-                let status = match result.status {
-                    ResultStatus::Completed => "completed",
-                    ResultStatus::Failed => "failed",
-                    ResultStatus::Denied => "denied",
-                    ResultStatus::Interrupted => "interrupted",
+                // Results follow their assistant message, so the search from the end stops at
+                // the first or second entry it looks at.
+                let Some(call) = out
+                    .iter_mut()
+                    .rev()
+                    .filter_map(|entry| entry.tool_calls.as_mut())
+                    .flat_map(|calls| calls.iter_mut())
+                    .find(|call| call.tool_call_id == result.tool_call_id)
+                else {
+                    continue;
                 };
-                if let Some((index, slot)) = call_slots.get(&result.tool_call_id) {
-                    let call = &mut out[*index]["toolCalls"][*slot];
-                    call["status"] = Value::String(status.to_owned());
-                    call["result"] = Value::String(message.text());
-                    if let Some(diff) = &message.meta.diff {
-                        call["diff"] = diff.clone();
-                    }
-                }
+                call.status = Some(match result.status {
+                    ResultStatus::Completed => wire::ToolStatus::Completed,
+                    ResultStatus::Failed => wire::ToolStatus::Failed,
+                    ResultStatus::Denied => wire::ToolStatus::Denied,
+                    ResultStatus::Interrupted => wire::ToolStatus::Interrupted,
+                });
+                call.result = Some(message_text(message));
+                call.diff = message.meta.diff.as_ref();
             }
-            Role::Notice => out.push(serde_json::json!({
-                "id": message.id, "role": "notice", "ts": message.meta.ts,
-                "turnId": message.meta.turn_id, "kind": message.notice, "text": message.text(),
-            })),
+            Role::Notice => {
+                let mut notice = entry(wire::DisplayRole::Notice);
+                notice.kind = message.notice;
+                out.push(notice);
+            }
         }
     }
     out

@@ -8,6 +8,7 @@
 //! it shares the session state through short, never-awaited critical sections.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{mpsc, oneshot};
@@ -30,15 +31,38 @@ pub trait EventSink: Send + Sync + 'static {
 /// Assigns `seq` and hands events to the sink under one lock, so the order of `seq` is the
 /// order on the wire.
 ///
-/// With a store, every event goes through the store's writer queue and reaches the sink only
-/// after everything enqueued before it (the messages it announces, and the event row itself)
-/// is committed: an event a client has seen is never lost in a crash (invariant 8). Streamed
-/// deltas take the same ordered path but are not written as rows.
+/// With a store, an event that has a row (everything but the streamed pieces) goes through the
+/// store's writer queue and reaches the sink only after everything enqueued before it (the
+/// messages it announces, and the event row itself) is committed: an event a client has seen is
+/// never lost in a crash (invariant 8).
+///
+/// Streamed pieces have no row, so they only need their place in the order. When nothing of
+/// this session is waiting in the store queue, a piece goes straight to the sink: a thread hop
+/// and a commit per delta would cost more than the rest of the delta's path (issue 3 measures
+/// it). Otherwise it queues behind what is waiting. Their numbers are made durable in blocks
+/// ([`SEQ_RESERVATION`]) through [`Store::reserve_seq`], so a server restarted after a crash
+/// never hands out a `seq` a client may have seen, and streaming writes nothing per delta.
 pub struct Emitter {
     session_id: String,
-    seq: Mutex<u64>,
+    counters: Mutex<SeqCounters>,
     sink: Arc<dyn EventSink>,
     store: Option<Store>,
+    /// Store callbacks of this session (events and ordered replies) not yet run; a streamed
+    /// piece may skip the queue only when this is zero.
+    queued: Arc<AtomicUsize>,
+}
+
+/// How many `seq` numbers one reservation covers. After a crash in the middle of a stream,
+/// the restored session numbers on after the reservation: a forward jump of at most this many,
+/// never a repeat.
+pub const SEQ_RESERVATION: u64 = 1024;
+
+struct SeqCounters {
+    /// The last `seq` handed out.
+    seq: u64,
+    /// The highest `seq` that a restored session is sure to skip: the last stored event's, or
+    /// the end of the last reservation.
+    durable: u64,
 }
 
 /// Events worth a row: everything but the streamed pieces, which the final message covers.
@@ -56,32 +80,81 @@ fn persisted(event: &Event) -> bool {
 }
 
 impl Emitter {
-    pub fn emit(&self, turn_id: Option<&str>, event: Event) {
-        let mut seq = lock(&self.seq);
-        *seq += 1;
-        match &self.store {
-            None => self.sink.emit(&self.session_id, *seq, turn_id, &event),
-            Some(store) => {
-                let json = persisted(&event)
-                    .then(|| serde_json::to_string(&event).ok())
-                    .flatten();
-                let sink = self.sink.clone();
-                let session_id = self.session_id.clone();
-                let turn = turn_id.map(str::to_owned);
-                let number = *seq;
-                let event_type = event.type_name();
-                store.record_event(
-                    &self.session_id,
-                    number,
-                    turn_id,
-                    event_type,
-                    json,
-                    Some(Box::new(move || {
-                        sink.emit(&session_id, number, turn.as_deref(), &event)
-                    })),
-                );
-            }
+    fn new(
+        session_id: String,
+        last_seq: u64,
+        sink: Arc<dyn EventSink>,
+        store: Option<Store>,
+    ) -> Self {
+        Emitter {
+            session_id,
+            counters: Mutex::new(SeqCounters {
+                seq: last_seq,
+                durable: last_seq,
+            }),
+            sink,
+            store,
+            queued: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    pub fn emit(&self, turn_id: Option<&str>, event: Event) {
+        let mut counters = lock(&self.counters);
+        counters.seq += 1;
+        let seq = counters.seq;
+        let Some(store) = &self.store else {
+            self.sink.emit(&self.session_id, seq, turn_id, &event);
+            return;
+        };
+        let json = persisted(&event)
+            .then(|| serde_json::to_string(&event).ok())
+            .flatten();
+        if json.is_some() {
+            // The row carries its seq, and the store sets the high-water mark to it.
+            counters.durable = seq;
+        } else if seq <= counters.durable && self.queued.load(Ordering::Acquire) == 0 {
+            // Every earlier event of this session has reached the sink (a callback decrements
+            // `queued` only after its emit), so this one cannot overtake anything.
+            self.sink.emit(&self.session_id, seq, turn_id, &event);
+            return;
+        } else if seq > counters.durable {
+            counters.durable = seq - 1 + SEQ_RESERVATION;
+            store.reserve_seq(&self.session_id, counters.durable);
+        }
+        let sink = self.sink.clone();
+        let session_id = self.session_id.clone();
+        let turn = turn_id.map(str::to_owned);
+        let event_type = event.type_name();
+        let queued = self.queued.clone();
+        queued.fetch_add(1, Ordering::AcqRel);
+        store.record_event(
+            &self.session_id,
+            seq,
+            turn_id,
+            event_type,
+            json,
+            Some(Box::new(move || {
+                sink.emit(&session_id, seq, turn.as_deref(), &event);
+                queued.fetch_sub(1, Ordering::AcqRel);
+            })),
+        );
+    }
+
+    /// Run `f` after every event emitted before it has reached the sink, and before any event
+    /// emitted after it: how replies to ops are ordered with the session's events.
+    fn after_queued(&self, f: Box<dyn FnOnce() + Send>) {
+        let Some(store) = &self.store else {
+            f();
+            return;
+        };
+        // Under the counters lock, so a streamed piece that checks `queued` sees this reply.
+        let _counters = lock(&self.counters);
+        let queued = self.queued.clone();
+        queued.fetch_add(1, Ordering::AcqRel);
+        store.after_commit(Box::new(move || {
+            f();
+            queued.fetch_sub(1, Ordering::AcqRel);
+        }));
     }
 }
 
@@ -397,13 +470,11 @@ impl SessionHandle {
 }
 
 fn ordered<T: Send + 'static>(shared: &Arc<SessionShared>, reply: Reply<T>) -> Reply<T> {
-    match &shared.store {
-        None => reply,
-        Some(store) => {
-            let store = store.clone();
-            Box::new(move |result| store.after_commit(Box::new(move || reply(result))))
-        }
+    if shared.store.is_none() {
+        return reply;
     }
+    let shared = shared.clone();
+    Box::new(move |result| shared.emitter.after_queued(Box::new(move || reply(result))))
 }
 
 fn order_replies(shared: &Arc<SessionShared>, op: Op) -> Op {
@@ -549,12 +620,7 @@ fn start_actor(
         id: id.clone(),
         workspace,
         engine,
-        emitter: Emitter {
-            session_id: id,
-            seq: Mutex::new(last_seq),
-            sink,
-            store: store.clone(),
-        },
+        emitter: Emitter::new(id, last_seq, sink, store.clone()),
         state: Mutex::new(state),
         pending: Mutex::new(HashMap::new()),
         store,
@@ -612,16 +678,21 @@ pub async fn restore_with_client_fs(
         .load_session(session_id)
         .await?
         .ok_or_else(|| RestoreError::NotFound(session_id.to_owned()))?;
+    let mut loaded = loaded;
     let record = loaded.record.clone();
-    let mut history: Vec<Message> = Vec::with_capacity(loaded.messages.len());
-    for (position, json) in loaded.messages.iter().enumerate() {
-        let message = serde_json::from_str(json).map_err(|e| RestoreError::Corrupt {
+    let rows = std::mem::take(&mut loaded.messages);
+    let history = tokio::task::spawn_blocking(move || parse_history(rows))
+        .await
+        .map_err(|e| RestoreError::Corrupt {
+            id: record.id.clone(),
+            position: 0,
+            why: format!("parsing the history crashed: {e}"),
+        })?
+        .map_err(|(position, why)| RestoreError::Corrupt {
             id: record.id.clone(),
             position,
-            why: e.to_string(),
+            why,
         })?;
-        history.push(message);
-    }
     let cwd = record.cwd.clone();
     let workspace = tokio::task::spawn_blocking(move || Workspace::open(vec![cwd.clone().into()]))
         .await
@@ -752,6 +823,40 @@ pub async fn restore_with_client_fs(
         handle,
         resume,
         pending,
+    })
+}
+
+/// Histories at least this long are parsed on two threads; below it a second thread costs
+/// more than it saves.
+const PARALLEL_PARSE_MIN: usize = 1_000;
+
+/// Parse stored message rows into the history, on the blocking pool (never on a runtime
+/// worker: a long session takes tens of milliseconds). Parsing dominates the resume of a long
+/// session, so a long history is cut in two halves that parse on two threads. Each row is
+/// dropped as soon as it is parsed, so the allocator reuses its memory for the messages.
+/// A damaged row is reported with its position.
+fn parse_history(rows: Vec<String>) -> Result<Vec<Message>, (usize, String)> {
+    fn parse(offset: usize, rows: Vec<String>) -> Result<Vec<Message>, (usize, String)> {
+        rows.into_iter()
+            .enumerate()
+            .map(|(i, json)| serde_json::from_str(&json).map_err(|e| (offset + i, e.to_string())))
+            .collect()
+    }
+    let two_cores = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    if rows.len() < PARALLEL_PARSE_MIN || !two_cores {
+        return parse(0, rows);
+    }
+    let mut head = rows;
+    let tail = head.split_off(head.len() / 2);
+    let offset = head.len();
+    std::thread::scope(|scope| {
+        let tail = scope.spawn(move || parse(offset, tail));
+        let mut history = parse(0, head)?;
+        let tail = tail
+            .join()
+            .map_err(|_| (offset, "the parsing thread panicked".to_owned()))??;
+        history.extend(tail);
+        Ok(history)
     })
 }
 

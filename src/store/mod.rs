@@ -207,6 +207,11 @@ enum Command {
         session_id: String,
         tool_call_id: String,
     },
+    /// Set the session's `last_seq` high-water mark (a reservation of seqs to come).
+    ReserveSeq {
+        session_id: String,
+        up_to: u64,
+    },
     Barrier {
         durability: Durability,
         reply: Reply<()>,
@@ -400,6 +405,10 @@ impl Store {
     /// Persist an event (when `json` is `Some`) and run `after_commit` once it and everything
     /// enqueued before it is committed. With `json` `None` (streamed deltas) nothing is
     /// written, but the callback keeps its place in the order.
+    ///
+    /// A stored event also sets the session's `last_seq` to its `seq`: it releases whatever
+    /// [`Store::reserve_seq`] reserved beyond it, so a session restored after a clean stop, or
+    /// after a crash at a stored event, numbers on without a gap.
     pub fn record_event(
         &self,
         session_id: &str,
@@ -416,6 +425,17 @@ impl Store {
             event_type: event_type.to_owned(),
             json,
             after_commit,
+        });
+    }
+
+    /// Reserve every `seq` up to `up_to` for events that get no row of their own (streamed
+    /// deltas): a restored session numbers on after `up_to`, so it never reuses a number a
+    /// client may have seen. One reservation covers many deltas, so streaming writes nothing
+    /// per delta.
+    pub fn reserve_seq(&self, session_id: &str, up_to: u64) {
+        self.send(Command::ReserveSeq {
+            session_id: session_id.to_owned(),
+            up_to,
         });
     }
 

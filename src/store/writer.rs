@@ -62,16 +62,12 @@ impl Command {
         }
     }
 
-    /// Whether the command needs the database at all (writes or reads).
+    /// Whether the command needs the database at all (writes or reads). Events without a row
+    /// (streamed deltas, ordering-only callbacks) only keep their place in the order.
     fn touches_database(&self) -> bool {
         match self {
             Command::Barrier { .. } => false,
-            Command::RecordEvent {
-                json,
-                session_id,
-                seq,
-                ..
-            } => json.is_some() || is_streamed_seq(session_id, *seq),
+            Command::RecordEvent { json, .. } => json.is_some(),
             _ => true,
         }
     }
@@ -84,14 +80,9 @@ impl Command {
                 | Command::LoadSession { .. }
                 | Command::EventsSince { .. }
                 | Command::IntegrityCheck { .. }
-        ) && !matches!(self, Command::RecordEvent { json: None, session_id, seq, .. } if !is_streamed_seq(session_id, *seq))
+                | Command::RecordEvent { json: None, .. }
+        )
     }
-}
-
-/// A streamed event (no row of its own) whose `seq` must still be remembered; the ordering-only
-/// callbacks use seq 0 and no session.
-fn is_streamed_seq(session_id: &str, seq: u64) -> bool {
-    !session_id.is_empty() && seq > 0
 }
 
 impl Writer {
@@ -201,16 +192,6 @@ impl Writer {
                 json,
                 after_commit,
             } => {
-                if json.is_none() && is_streamed_seq(&session_id, seq) {
-                    logged(
-                        "record_event_seq",
-                        &session_id,
-                        conn.prepare_cached(
-                            "UPDATE sessions SET last_seq = MAX(last_seq, ?2) WHERE id = ?1",
-                        )
-                        .and_then(|mut s| s.execute(params![session_id, to_i64(seq)])),
-                    );
-                }
                 if let Some(json) = json {
                     logged(
                         "record_event",
@@ -223,6 +204,8 @@ impl Writer {
                             s.execute(params![session_id, to_i64(seq), turn_id, event_type, json])
                         }),
                     );
+                    // The row is the high-water mark now; drop any reservation beyond it.
+                    set_last_seq(conn, &session_id, seq);
                 }
                 match after_commit {
                     Some(callback) => Box::new(move |_| callback()),
@@ -448,6 +431,7 @@ fn apply_write(conn: &Connection, command: Command) {
             )
             .and_then(|mut s| s.execute(params![session_id, tool_call_id])),
         ),
+        Command::ReserveSeq { session_id, up_to } => set_last_seq(conn, &session_id, up_to),
         // Reads, barriers and events are handled by `Writer::apply`.
         Command::RecordEvent { .. }
         | Command::Barrier { .. }
@@ -456,6 +440,15 @@ fn apply_write(conn: &Connection, command: Command) {
         | Command::EventsSince { .. }
         | Command::IntegrityCheck { .. } => {}
     }
+}
+
+fn set_last_seq(conn: &Connection, session_id: &str, seq: u64) {
+    logged(
+        "set_last_seq",
+        session_id,
+        conn.prepare_cached("UPDATE sessions SET last_seq = ?2 WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![session_id, to_i64(seq)])),
+    );
 }
 
 /// SQLite integers are signed; values past `i64::MAX` (never reached by timestamps, seqs or
