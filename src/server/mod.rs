@@ -640,6 +640,15 @@ impl Server {
                 });
                 Ok(())
             }
+            method::SET_NETWORK_ACCESS => {
+                let p: wire::SetNetworkAccessParams = params(raw)?;
+                let reply = self.reply(id.clone(), |allow| wire::SetNetworkAccessResult { allow });
+                self.session(&p.session_id)?.send(Op::SetNetworkAccess {
+                    allow: p.allow,
+                    reply,
+                });
+                Ok(())
+            }
             other => Err(RpcErrorObject::new(
                 ErrorKind::MethodNotFound,
                 format!(
@@ -757,6 +766,7 @@ fn load_result(handle: &SessionHandle, cwd: &str, pending: Vec<Value>) -> wire::
         } else {
             wire::SessionState::Idle
         },
+        network_access: state.allow_network,
         messages: display_history(&state.history),
         pending,
     }

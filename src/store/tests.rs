@@ -18,6 +18,7 @@ fn session(id: &str, cwd: &str, updated_at: u64) -> SessionRecord {
         title: None,
         created_at: updated_at,
         updated_at,
+        allow_network: false,
     }
 }
 
