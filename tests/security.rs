@@ -59,7 +59,10 @@ async fn sandboxing_is_available_on_this_machine() {
     // CI installs bubblewrap; without it every other sandbox assertion would be vacuous.
     let status = ::tandem::tools::sandbox::status().await;
     assert!(
-        matches!(status, ::tandem::tools::sandbox::SandboxStatus::Bwrap { .. }),
+        matches!(
+            status,
+            ::tandem::tools::sandbox::SandboxStatus::Bwrap { .. }
+        ),
         "no sandbox: {status:?}; install bubblewrap (apt-get install bubblewrap)"
     );
 }

@@ -83,6 +83,9 @@ struct Acp {
 /// Run the ACP agent on stdin/stdout until the client closes stdin.
 pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
     let path = crate::store::default_database_path(data_dir.as_deref());
+    // The agent may not edit tandem's own config or its permission store, by any path, also
+    // when the edit would go through the editor (`fs/write_text_file`).
+    crate::permissions::protected::protect_own_files(config.source_path.as_deref(), Some(&path));
     let opening = tokio::task::spawn_blocking(move || Store::open(&path));
     let acp = Arc::new(Acp {
         engine: EngineContext::new(config),

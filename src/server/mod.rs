@@ -156,11 +156,7 @@ fn session_error(error: SessionError) -> RpcErrorObject {
 pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
     let path = crate::store::default_database_path(data_dir.as_deref());
     // The agent may not edit tandem's own config or its permission store, by any path.
-    let mut protected: Vec<PathBuf> = config.source_path.iter().cloned().collect();
-    if let Some(dir) = path.parent() {
-        protected.push(dir.to_path_buf());
-    }
-    crate::permissions::protected::set_extra_protected(protected);
+    crate::permissions::protected::protect_own_files(config.source_path.as_deref(), Some(&path));
     let opening = tokio::task::spawn_blocking(move || Store::open(&path));
     let (tx, rx) = mpsc::unbounded_channel();
     let framing = Arc::new(AtomicU8::new(0));
