@@ -399,6 +399,79 @@ pub fn bwrap_args(
 mod tests {
     use super::*;
 
+    fn layer(blocks_network: bool) -> LandlockLayer {
+        LandlockLayer {
+            helper: PathBuf::from("/bin/tandem"),
+            abi: if blocks_network { 6 } else { 3 },
+            blocks_network,
+        }
+    }
+
+    #[test]
+    fn only_an_unconfined_or_leaky_sandbox_makes_every_command_ask() {
+        let bwrap = SandboxStatus::Bwrap {
+            bwrap: PathBuf::from("/usr/bin/bwrap"),
+            landlock: None,
+        };
+        assert_eq!(bwrap.approval_reason(false), None);
+        let full = SandboxStatus::Landlock {
+            layer: layer(true),
+            why_not_bwrap: "missing".into(),
+        };
+        assert_eq!(full.approval_reason(false), None);
+        let leaky = SandboxStatus::Landlock {
+            layer: layer(false),
+            why_not_bwrap: "bwrap is missing".into(),
+        };
+        let reason = leaky.approval_reason(false).unwrap();
+        assert!(reason.contains("cannot block the network") && reason.contains("bwrap is missing"));
+        // With the network allowed by the user, blocking it is not needed.
+        assert_eq!(leaky.approval_reason(true), None);
+        let none = SandboxStatus::Unavailable("no bwrap; no Landlock".into());
+        assert!(none.approval_reason(true).unwrap().contains("no Landlock"));
+    }
+
+    #[test]
+    fn the_helper_runs_inside_bubblewrap_or_alone_with_carved_roots() {
+        let policy = SandboxPolicy {
+            writable: vec![PathBuf::from("/w")],
+            read_only: vec![PathBuf::from("/w/tandem.toml")],
+            network: false,
+        };
+        let layered = Confinement::new(
+            &SandboxStatus::Bwrap {
+                bwrap: PathBuf::from("/usr/bin/bwrap"),
+                landlock: Some(layer(true)),
+            },
+            policy.clone(),
+        )
+        .unwrap();
+        let argv = layered
+            .argv(Path::new("/w"), Path::new("/tmp/t1"), "/bin/bash", "ls")
+            .join(" ");
+        assert!(argv.starts_with("/usr/bin/bwrap --ro-bind / /"));
+        assert!(argv.contains("--ro-bind /bin/tandem /bin/tandem"));
+        assert!(argv
+            .ends_with("-- /bin/tandem sandbox-exec --write /w --write /tmp -- /bin/bash -c ls"));
+        let alone = Confinement::new(
+            &SandboxStatus::Landlock {
+                layer: layer(true),
+                why_not_bwrap: String::new(),
+            },
+            SandboxPolicy {
+                network: true,
+                ..policy
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            alone
+                .argv(Path::new("/w"), Path::new("/tmp/t1"), "/bin/bash", "ls")
+                .join(" "),
+            "/bin/tandem sandbox-exec --root /w --protect /w/tandem.toml --tmp /tmp/t1 --network -- /bin/bash -c ls"
+        );
+    }
+
     #[test]
     fn arguments_bind_roots_writable_and_protect_git() {
         let policy = SandboxPolicy {
