@@ -1553,7 +1553,7 @@ fn the_checks_catch_drift() {
     // Load results whose messages or pending entries the server would not build.
     let load = |messages: Value, pending: Value| {
         json!({"sessionId":"s","cwd":"/","model":"m","mode":"ask","state":"running",
-               "messages":messages,"pending":pending})
+               "networkAccess":false,"messages":messages,"pending":pending})
     };
     let user = json!({"id":"m_1","role":"user","ts":1,"turnId":"t","text":"hi","source":"user"});
     assert!(check_result("session/load", &load(json!([user.clone()]), json!([]))).is_ok());

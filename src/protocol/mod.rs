@@ -269,7 +269,6 @@ pub struct SessionLoadResult {
     pub mode: Mode,
     pub state: SessionState,
     /// Whether the user allowed the session's sandboxed commands to use the network.
-    #[serde(default)]
     pub network_access: bool,
     /// The display history: user, assistant (with reasoning and tool calls carrying their
     /// status, result and diff) and notice messages, in order.
