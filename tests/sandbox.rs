@@ -627,3 +627,41 @@ async fn every_layer_blocks_the_hostile_commands() {
     );
     assert_eq!(blocked, tried);
 }
+
+#[tokio::test]
+async fn a_git_link_file_cannot_be_repointed_by_any_layer() {
+    // In a git worktree or submodule `.git` is a file naming the real git dir; a command that
+    // rewrote it could point git at hooks it planted in the workspace.
+    let mut layers = vec!["auto", "bwrap"];
+    if kernel_landlock().is_some() {
+        layers.push("landlock");
+    }
+    for layer in layers {
+        let mock = MockLlm::start().await;
+        let ws = workspace();
+        let root = canonical(ws.path());
+        let link = "gitdir: /srv/repo/.git/worktrees/feature\n";
+        std::fs::write(root.join(".git"), link).unwrap();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        let config = root.join("tandem.toml");
+        std::fs::write(&config, config_for(&mock)).unwrap();
+        let (t, sid) = start_in_full_auto(&config, &root, layer).await;
+        let text = run_command(
+            &t,
+            &mock,
+            &sid,
+            "g1",
+            "mkdir -p src/evil/hooks && echo ok > src/evil/hooks/pre-commit && echo planted; \
+             echo 'gitdir: src/evil' > .git 2>/dev/null && echo repointed || echo link-refused",
+        )
+        .await;
+        assert!(text.contains("planted"), "{layer}: {text}");
+        assert!(text.contains("link-refused"), "{layer}: {text}");
+        assert_eq!(
+            std::fs::read_to_string(root.join(".git")).unwrap(),
+            link,
+            "{layer}"
+        );
+        t.shutdown().await;
+    }
+}

@@ -1453,11 +1453,19 @@ impl Turn {
                     .map(Duration::from_millis)
                     .unwrap_or(shell::DEFAULT_TIMEOUT)
                     .min(shell::MAX_TIMEOUT);
+                let roots = self.session.workspace.roots().to_vec();
+                let read_only = {
+                    let roots = roots.clone();
+                    // It looks at the roots' `.git` entries, so it runs off the async workers.
+                    tokio::task::spawn_blocking(move || sandbox::read_only_paths(&roots))
+                        .await
+                        .unwrap_or_else(|_| crate::permissions::protected::extra_protected())
+                };
                 let sandbox = Confinement::new(
                     &sandbox::status().await,
                     SandboxPolicy {
-                        writable: self.session.workspace.roots().to_vec(),
-                        read_only: crate::permissions::protected::extra_protected(),
+                        writable: roots,
+                        read_only,
                         network: lock(&self.session.state).allow_network,
                     },
                 );

@@ -256,6 +256,33 @@ pub async fn status() -> SandboxStatus {
         .clone()
 }
 
+/// The paths a command must not write even inside a writable root: tandem's own config and
+/// data, each root's `.git/hooks` and `.git/config` that exist (git runs hooks and reads config
+/// with the user's privileges later), and a root's `.git` when it is a file (a worktree or
+/// submodule link), since rewriting its `gitdir:` line would point git at hooks the command
+/// planted. Only existing paths are listed: bubblewrap cannot mount over a missing one, and
+/// `--ro-bind-try` tolerates a missing source but not one under a file (`.git/hooks` in a
+/// worktree), which would make every command fail.
+pub fn read_only_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut paths = crate::permissions::protected::extra_protected();
+    for root in roots {
+        let link = root.join(".git");
+        match std::fs::symlink_metadata(&link) {
+            Ok(meta) if meta.is_dir() => {
+                for inner in ["hooks", "config"] {
+                    let path = link.join(inner);
+                    if std::fs::symlink_metadata(&path).is_ok() {
+                        paths.push(path);
+                    }
+                }
+            }
+            Ok(meta) if meta.is_file() => paths.push(link),
+            _ => {}
+        }
+    }
+    paths
+}
+
 /// How one command is confined, built from the status and the session's policy.
 #[derive(Debug, Clone)]
 pub struct Confinement {
@@ -362,18 +389,8 @@ pub fn bwrap_args(
             root.display().to_string(),
         ]);
     }
-    for root in &policy.writable {
-        // Git runs hooks and reads config with the user's privileges later; the agent's
-        // commands must not plant code there.
-        for inner in [".git/hooks", ".git/config"] {
-            let path = root.join(inner);
-            args.extend([
-                "--ro-bind-try".into(),
-                path.display().to_string(),
-                path.display().to_string(),
-            ]);
-        }
-    }
+    // Read-only binds over the writable roots (`.git/hooks`, `.git/config`, tandem's files;
+    // see `read_only_paths`); they come after the roots so they win.
     for path in &policy.read_only {
         args.extend([
             "--ro-bind-try".into(),
@@ -473,10 +490,33 @@ mod tests {
     }
 
     #[test]
+    fn read_only_paths_follow_what_the_roots_hold() {
+        let plain = tempfile::tempdir().unwrap();
+        let repo = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(repo.path().join(".git/hooks")).unwrap();
+        std::fs::write(repo.path().join(".git/config"), "").unwrap();
+        let worktree = tempfile::tempdir().unwrap();
+        std::fs::write(worktree.path().join(".git"), "gitdir: /x\n").unwrap();
+        let paths = read_only_paths(&[
+            plain.path().to_path_buf(),
+            repo.path().to_path_buf(),
+            worktree.path().to_path_buf(),
+        ]);
+        assert!(paths.contains(&repo.path().join(".git/hooks")));
+        assert!(paths.contains(&repo.path().join(".git/config")));
+        assert!(paths.contains(&worktree.path().join(".git")));
+        assert!(!paths.iter().any(|p| p.starts_with(plain.path())));
+        assert!(!paths.contains(&worktree.path().join(".git/hooks")));
+    }
+
+    #[test]
     fn arguments_bind_roots_writable_and_protect_git() {
         let policy = SandboxPolicy {
             writable: vec![PathBuf::from("/w")],
-            read_only: vec![PathBuf::from("/w/.tandem.toml")],
+            read_only: vec![
+                PathBuf::from("/w/.tandem.toml"),
+                PathBuf::from("/w/.git/hooks"),
+            ],
             network: false,
         };
         let args = bwrap_args(&policy, Path::new("/w"), Path::new("/tmp/t1"), None);
