@@ -972,6 +972,7 @@ impl ResumeFixture {
             title: Some("fix handle_0 on empty input".to_owned()),
             created_at,
             updated_at: created_at,
+            allow_network: false,
         });
         let mut display_messages = 0;
         let mut json_bytes = 0;

@@ -71,6 +71,8 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
             config.models.keys().cloned().collect::<Vec<_>>().join(", ")
         );
     }
+    // A terminal run keeps no store, but its config file is still the user's, not the agent's.
+    crate::permissions::protected::protect_own_files(config.source_path.as_deref(), None);
     let cwd = options.cwd.clone();
     let workspace = tokio::task::spawn_blocking(move || Workspace::open(vec![cwd]))
         .await?

@@ -60,6 +60,32 @@ enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Internal: restrict this process with Landlock, then run the command (the shell tool
+    /// starts it; not for direct use).
+    #[command(hide = true)]
+    SandboxExec {
+        /// Writable with everything beneath.
+        #[arg(long)]
+        write: Vec<PathBuf>,
+        /// A workspace root: writable except .git/hooks, .git/config and --protect paths.
+        #[arg(long)]
+        root: Vec<PathBuf>,
+        /// Read-only even beneath a root.
+        #[arg(long)]
+        protect: Vec<PathBuf>,
+        /// A private temp dir: writable and exported as TMPDIR.
+        #[arg(long)]
+        tmp: Option<PathBuf>,
+        /// Keep TCP connect and bind allowed.
+        #[arg(long)]
+        network: bool,
+        /// Only prove that Landlock confines here and print what was proved.
+        #[arg(long)]
+        probe: bool,
+        /// The program and its arguments, after `--`.
+        #[arg(last = true)]
+        command: Vec<std::ffi::OsString>,
+    },
 }
 
 fn load_config(path: Option<PathBuf>) -> Result<Config, String> {
@@ -83,6 +109,32 @@ fn parse_mode(text: &str) -> Result<Mode, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The sandbox helper runs before any runtime or thread exists: Landlock restricts only the
+    // calling thread, and the command it becomes must inherit a single-threaded image.
+    if let Command::SandboxExec {
+        write,
+        root,
+        protect,
+        tmp,
+        network,
+        probe,
+        command,
+    } = cli.command
+    {
+        let code = if probe {
+            tandem::tools::landlock::probe()
+        } else {
+            let spec = tandem::tools::landlock::Spec {
+                write,
+                roots: root,
+                protect,
+                tmp,
+                network,
+            };
+            tandem::tools::landlock::exec(&spec, &command)
+        };
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -102,6 +154,7 @@ fn main() -> ExitCode {
         }
     };
     let code = match cli.command {
+        Command::SandboxExec { .. } => ExitCode::SUCCESS,
         Command::Serve { config, data_dir } => {
             let config = match load_config(config) {
                 Ok(c) => c,

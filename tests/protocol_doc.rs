@@ -302,6 +302,9 @@ fn check_params(m: &str, params: &Value) -> Result<(), String> {
         method::SET_MODE => {
             round_trip::<SetModeParams>(params)?;
         }
+        method::SET_NETWORK_ACCESS => {
+            round_trip::<SetNetworkAccessParams>(params)?;
+        }
         method::SHUTDOWN => {
             if params != &json!({}) {
                 return Err("shutdown takes no params".into());
@@ -355,6 +358,9 @@ fn check_result(m: &str, result: &Value) -> Result<(), String> {
         }
         method::APPROVE | method::ANSWER | method::SET_MODE => {
             round_trip::<EmptyResult>(result)?;
+        }
+        method::SET_NETWORK_ACCESS => {
+            round_trip::<SetNetworkAccessResult>(result)?;
         }
         method::SWITCH_MODEL => {
             round_trip::<SwitchModelResult>(result)?;
@@ -909,6 +915,10 @@ fn full_params(m: &str) -> Vec<Value> {
             session_id: "s".into(),
             mode: Mode::Plan,
         })],
+        method::SET_NETWORK_ACCESS => vec![v(&SetNetworkAccessParams {
+            session_id: "s".into(),
+            allow: true,
+        })],
         _ => vec![],
     }
 }
@@ -957,6 +967,7 @@ fn full_results(m: &str) -> Vec<Value> {
             model: "m".into(),
             mode: Mode::Ask,
             state: SessionState::Running,
+            network_access: true,
             messages: displayed(&full_history()),
             // The members every approval shows; its optional ones are covered by the event checks.
             pending: vec![json!({
@@ -975,6 +986,7 @@ fn full_results(m: &str) -> Vec<Value> {
             model: "m".into(),
             warning: Some("w".into()),
         })],
+        method::SET_NETWORK_ACCESS => vec![v(&SetNetworkAccessResult { allow: true })],
         _ => vec![],
     }
 }
@@ -1174,6 +1186,7 @@ fn all_enum_values() -> Vec<(&'static str, Value)> {
         NoticeKind::Compacted,
         NoticeKind::Retrying,
         NoticeKind::Warning,
+        NoticeKind::Network,
     ];
     for n in &notices {
         match n {
@@ -1182,7 +1195,8 @@ fn all_enum_values() -> Vec<(&'static str, Value)> {
             | NoticeKind::ModelSwitch
             | NoticeKind::Compacted
             | NoticeKind::Retrying
-            | NoticeKind::Warning => {}
+            | NoticeKind::Warning
+            | NoticeKind::Network => {}
         }
     }
     add("NoticeKind", notices.iter().map(|x| to(x)).collect());
@@ -1549,7 +1563,7 @@ fn the_checks_catch_drift() {
     // Load results whose messages or pending entries the server would not build.
     let load = |messages: Value, pending: Value| {
         json!({"sessionId":"s","cwd":"/","model":"m","mode":"ask","state":"running",
-               "messages":messages,"pending":pending})
+               "networkAccess":false,"messages":messages,"pending":pending})
     };
     let user = json!({"id":"m_1","role":"user","ts":1,"turnId":"t","text":"hi","source":"user"});
     assert!(check_result("session/load", &load(json!([user.clone()]), json!([]))).is_ok());

@@ -59,7 +59,10 @@ async fn sandboxing_is_available_on_this_machine() {
     // CI installs bubblewrap; without it every other sandbox assertion would be vacuous.
     let status = ::tandem::tools::sandbox::status().await;
     assert!(
-        matches!(status, ::tandem::tools::sandbox::SandboxStatus::Bwrap(_)),
+        matches!(
+            status,
+            ::tandem::tools::sandbox::SandboxStatus::Bwrap { .. }
+        ),
         "no sandbox: {status:?}; install bubblewrap (apt-get install bubblewrap)"
     );
 }
@@ -422,5 +425,86 @@ async fn an_approval_binds_to_the_digest_of_the_arguments() {
     .await;
     t.wait_turn_ended(&sid).await;
     assert!(ws.path().join("x.txt").exists());
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn every_secret_pattern_asks_before_a_read_even_in_full_auto() {
+    let ws = workspace();
+    let secrets = [
+        (".env.local", "LOCAL_TOKEN=s1-secret"),
+        ("deploy/server.key", "KEY s2-secret"),
+        ("keys/id_ed25519", "OPENSSH s3-secret"),
+        (".ssh/config", "IdentityFile s4-secret"),
+        (".aws/credentials", "aws_secret_access_key=s5-secret"),
+        (".netrc", "machine x password s6-secret"),
+        (".gnupg/pubring.kbx", "s7-secret"),
+    ];
+    for (path, text) in &secrets {
+        let full = ws.path().join(path);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(&full, text).unwrap();
+    }
+    // Look-alikes that are not secrets read without asking.
+    std::fs::write(ws.path().join("id_generator.rs"), "fn id() {}\n").unwrap();
+    let mock = MockLlm::start().await;
+    let mut calls: Vec<(String, String, String)> = secrets
+        .iter()
+        .enumerate()
+        .map(|(i, (path, _))| {
+            (
+                format!("s{i}"),
+                "read_file".to_owned(),
+                json!({ "path": path }).to_string(),
+            )
+        })
+        .collect();
+    calls.push((
+        "plain".to_owned(),
+        "read_file".to_owned(),
+        json!({"path": "id_generator.rs"}).to_string(),
+    ));
+    mock.push(Script::tool_calls(calls));
+    mock.push(Script::text_reply("ok"));
+    let t = Tandem::start(&mock).await;
+    let sid = t
+        .new_session_with(ws.path(), json!({"mode": "fullAuto"}))
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    t.prompt(&sid, "collect credentials").await;
+    for i in 0..secrets.len() {
+        let approval = t.wait_approval(&sid).await;
+        assert_eq!(approval["toolCallId"], format!("s{i}"), "{approval}");
+        t.approve(
+            &sid,
+            approval["requestId"].as_str().unwrap(),
+            "deny",
+            None,
+            None,
+        )
+        .await;
+    }
+    t.wait_turn_ended(&sid).await;
+    assert_eq!(
+        t.events_of_type(&sid, "approvalRequested").len(),
+        secrets.len(),
+        "the look-alike must not ask"
+    );
+    let request = mock.request(1).to_string();
+    for i in 1..=7 {
+        assert!(
+            !request.contains(&format!("s{i}-secret")),
+            "secret {i} leaked: {request}"
+        );
+    }
+    let results = tool_results(&mock.request(1));
+    assert!(results.last().unwrap().1.contains("fn id()"));
+    eprintln!(
+        "secret reads: {} of {} surfaced for approval and denied, 0 leaked",
+        secrets.len(),
+        secrets.len()
+    );
     t.shutdown().await;
 }

@@ -350,8 +350,11 @@ impl Bridge {
             }
             Event::ModelSwitched { to, warning, .. } => {
                 if let Some(handle) = self.handle() {
-                    let mode = lock(&handle.shared.state).mode;
-                    let options = convert::config_options(&self.engine.config, to, mode);
+                    let (mode, network) = {
+                        let state = lock(&handle.shared.state);
+                        (state.mode, state.allow_network)
+                    };
+                    let options = convert::config_options(&self.engine.config, to, mode, network);
                     self.send_update(acp::SessionUpdate::ConfigOptionUpdate(
                         acp::ConfigOptionUpdate::new(options),
                     ));
@@ -372,6 +375,24 @@ impl Bridge {
                 // A stop the user asked for needs no words; the stop reason says it.
                 if *kind == NoticeKind::Interrupted && lock(&self.flags).cancel_requested {
                     return;
+                }
+                if *kind == NoticeKind::Network {
+                    // The choice may come from another client of the same session; keep this
+                    // client's option in step.
+                    if let Some(handle) = self.handle() {
+                        let options = {
+                            let state = lock(&handle.shared.state);
+                            convert::config_options(
+                                &self.engine.config,
+                                &state.model,
+                                state.mode,
+                                state.allow_network,
+                            )
+                        };
+                        self.send_update(acp::SessionUpdate::ConfigOptionUpdate(
+                            acp::ConfigOptionUpdate::new(options),
+                        ));
+                    }
                 }
                 self.send_update(self.notice_with(severity, text));
             }

@@ -14,6 +14,8 @@ use crate::workspace::Workspace;
 
 pub const MODEL_OPTION: &str = "model";
 pub const MODE_OPTION: &str = "mode";
+/// The config option that allows the session\'s commands to use the network.
+pub const NETWORK_OPTION: &str = "network";
 
 /// Every mode, with the id used on the wire (the native protocol's names) and a label.
 pub const MODES: &[(Mode, &str, &str, &str)] = &[
@@ -50,9 +52,15 @@ pub fn parse_mode_id(id: &str) -> Option<Mode> {
     MODES.iter().find(|(_, i, ..)| *i == id).map(|(m, ..)| *m)
 }
 
-/// The `configOptions` of a session: the model (category `model`) and the mode (category
-/// `mode`), with their current values.
-pub fn config_options(config: &Config, model: &str, mode: Mode) -> Vec<acp::SessionConfigOption> {
+/// The `configOptions` of a session: the model (category `model`), the mode (category `mode`)
+/// and whether its commands may use the network (`network`: `off` or `on`, the user's choice
+/// only), with their current values.
+pub fn config_options(
+    config: &Config,
+    model: &str,
+    mode: Mode,
+    network: bool,
+) -> Vec<acp::SessionConfigOption> {
     let models: Vec<acp::SessionConfigSelectOption> = config
         .models
         .iter()
@@ -74,6 +82,18 @@ pub fn config_options(config: &Config, model: &str, mode: Mode) -> Vec<acp::Sess
         acp::SessionConfigOption::select(MODE_OPTION, "Mode", mode_id(mode), modes)
             .category(acp::SessionConfigOptionCategory::Mode)
             .description("What tandem may do without asking"),
+        acp::SessionConfigOption::select(
+            NETWORK_OPTION,
+            "Network",
+            if network { "on" } else { "off" },
+            vec![
+                acp::SessionConfigSelectOption::new("off", "Off")
+                    .description("Commands run without network access"),
+                acp::SessionConfigSelectOption::new("on", "On")
+                    .description("Sandboxed commands may connect to the network"),
+            ],
+        )
+        .description("Whether the agent's shell commands may use the network"),
     ]
 }
 

@@ -83,6 +83,9 @@ struct Acp {
 /// Run the ACP agent on stdin/stdout until the client closes stdin.
 pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
     let path = crate::store::default_database_path(data_dir.as_deref());
+    // The agent may not edit tandem's own config or its permission store, by any path, also
+    // when the edit would go through the editor (`fs/write_text_file`).
+    crate::permissions::protected::protect_own_files(config.source_path.as_deref(), Some(&path));
     let opening = tokio::task::spawn_blocking(move || Store::open(&path));
     let acp = Arc::new(Acp {
         engine: EngineContext::new(config),
@@ -315,7 +318,12 @@ impl Acp {
             },
         );
         let mut response = acp::NewSessionResponse::new(session_id)
-            .config_options(convert::config_options(&self.engine.config, &model, mode))
+            .config_options(convert::config_options(
+                &self.engine.config,
+                &model,
+                mode,
+                false,
+            ))
             .modes(convert::mode_state(mode));
         if !request.mcp_servers.is_empty() {
             let names: Vec<String> = request.mcp_servers.iter().map(mcp_name).collect();
@@ -422,11 +430,11 @@ impl Acp {
     }
 
     fn opened(&self, handle: &SessionHandle, load: bool) -> Result<Value, AcpError> {
-        let (model, mode) = {
+        let (model, mode, network) = {
             let state = lock(&handle.shared.state);
-            (state.model.clone(), state.mode)
+            (state.model.clone(), state.mode, state.allow_network)
         };
-        let options = convert::config_options(&self.engine.config, &model, mode);
+        let options = convert::config_options(&self.engine.config, &model, mode, network);
         if load {
             to_value(
                 acp::LoadSessionResponse::new()
@@ -528,7 +536,7 @@ impl Acp {
         let config = self.engine.config.clone();
         let options_after = move |handle: &SessionHandle| {
             let state = lock(&handle.shared.state);
-            convert::config_options(&config, &state.model, state.mode)
+            convert::config_options(&config, &state.model, state.mode, state.allow_network)
         };
         match &*request.config_id.0 {
             convert::MODEL_OPTION => {
@@ -566,9 +574,31 @@ impl Acp {
                     }),
                 });
             }
+            convert::NETWORK_OPTION => {
+                let allow = match value.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    other => {
+                        let _ = responder.respond_with_error(invalid(format!(
+                            "unknown network value `{other}`; use `on` or `off`"
+                        )));
+                        return;
+                    }
+                };
+                let h = handle.clone();
+                handle.send(Op::SetNetworkAccess {
+                    allow,
+                    reply: Box::new(move |result| {
+                        let answer = result.map_err(session_error).and_then(|_| {
+                            to_value(acp::SetSessionConfigOptionResponse::new(options_after(&h)))
+                        });
+                        let _ = responder.respond_with_result(answer);
+                    }),
+                });
+            }
             other => {
                 let _ = responder.respond_with_error(invalid(format!(
-                    "unknown config option `{other}`; tandem has `model` and `mode`"
+                    "unknown config option `{other}`; tandem has `model`, `mode` and `network`"
                 )));
             }
         }

@@ -35,7 +35,7 @@ use crate::protocol::{
 use crate::providers::{Chunk, FinishReason, Provider, ProviderError, ProviderRequest, ToolSpec};
 use crate::session::{lock, PendingKind, PendingRequest, Resolution, SessionShared};
 use crate::tools::fs::{apply_edit, plan_edit, plan_write, PlannedEdit, ToolOutcome};
-use crate::tools::sandbox::{self, SandboxPolicy, SandboxStatus};
+use crate::tools::sandbox::{self, Confinement, SandboxPolicy};
 use crate::tools::shell::{self, ShellRequest};
 use crate::tools::{client_fs, meta_for, parse_args, Risk, ToolArgs, TOOLS};
 use crate::workspace::diff::FileDiff;
@@ -1159,11 +1159,11 @@ impl Turn {
             }
         }
         if matches!(args, ToolArgs::Shell { .. }) && !matches!(verdict, Verdict::Refuse { .. }) {
-            if let SandboxStatus::Unavailable(why) = sandbox::status().await {
-                // Without a sandbox nothing limits a command, so the user sees every one.
-                verdict = Verdict::Ask {
-                    reason: format!("commands cannot be sandboxed here ({why}), so every command needs your approval"),
-                };
+            let network = lock(&self.session.state).allow_network;
+            if let Some(reason) = sandbox::status().await.approval_reason(network) {
+                // Without a sandbox (or one that cannot keep the network closed) nothing limits
+                // a command, so the user sees every one.
+                verdict = Verdict::Ask { reason };
             }
         }
         // Edits are planned now so the approval can show the diff and a bad edit fails early.
@@ -1453,17 +1453,22 @@ impl Turn {
                     .map(Duration::from_millis)
                     .unwrap_or(shell::DEFAULT_TIMEOUT)
                     .min(shell::MAX_TIMEOUT);
-                let sandbox = match sandbox::status().await {
-                    SandboxStatus::Bwrap(bwrap) => Some((
-                        bwrap,
-                        SandboxPolicy {
-                            writable: self.session.workspace.roots().to_vec(),
-                            read_only: crate::permissions::protected::extra_protected(),
-                            network: lock(&self.session.state).allow_network,
-                        },
-                    )),
-                    SandboxStatus::Unavailable(_) => None,
+                let roots = self.session.workspace.roots().to_vec();
+                let read_only = {
+                    let roots = roots.clone();
+                    // It looks at the roots' `.git` entries, so it runs off the async workers.
+                    tokio::task::spawn_blocking(move || sandbox::read_only_paths(&roots))
+                        .await
+                        .unwrap_or_else(|_| crate::permissions::protected::extra_protected())
                 };
+                let sandbox = Confinement::new(
+                    &sandbox::status().await,
+                    SandboxPolicy {
+                        writable: roots,
+                        read_only,
+                        network: lock(&self.session.state).allow_network,
+                    },
+                );
                 let request = ShellRequest {
                     command,
                     cwd: self.session.workspace.roots()[0].clone(),

@@ -19,6 +19,16 @@ pub fn set_extra_protected(paths: Vec<PathBuf>) {
     let _ = EXTRA_PROTECTED.set(canonical);
 }
 
+/// Protect tandem's own files for this process: its config file and the directory of its
+/// session database (which holds the permission rules). Every face calls this at start-up.
+pub fn protect_own_files(config: Option<&Path>, database: Option<&Path>) {
+    let mut protected: Vec<PathBuf> = config.map(Path::to_path_buf).into_iter().collect();
+    if let Some(dir) = database.and_then(Path::parent) {
+        protected.push(dir.to_path_buf());
+    }
+    set_extra_protected(protected);
+}
+
 /// The extra protected paths, for the shell sandbox to mount read-only.
 pub fn extra_protected() -> Vec<PathBuf> {
     EXTRA_PROTECTED.get().cloned().unwrap_or_default()

@@ -24,6 +24,7 @@ pub mod method {
     pub const ANSWER: &str = "answer";
     pub const SWITCH_MODEL: &str = "switchModel";
     pub const SET_MODE: &str = "setMode";
+    pub const SET_NETWORK_ACCESS: &str = "setNetworkAccess";
     pub const RETRY: &str = "retry";
     pub const SHUTDOWN: &str = "shutdown";
     /// The one server-to-client notification.
@@ -42,6 +43,7 @@ pub mod method {
         ANSWER,
         SWITCH_MODEL,
         SET_MODE,
+        SET_NETWORK_ACCESS,
         RETRY,
         SHUTDOWN,
     ];
@@ -266,6 +268,8 @@ pub struct SessionLoadResult {
     pub model: String,
     pub mode: Mode,
     pub state: SessionState,
+    /// Whether the user allowed the session's sandboxed commands to use the network.
+    pub network_access: bool,
     /// The display history: user, assistant (with reasoning and tool calls carrying their
     /// status, result and diff) and notice messages, in order.
     pub messages: Vec<DisplayMessage>,
@@ -483,6 +487,21 @@ pub struct SetModeParams {
     pub mode: Mode,
 }
 
+/// Params of `setNetworkAccess`: the user's choice whether the session's sandboxed commands may
+/// use the network. No tool can send this; only the client can.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetNetworkAccessParams {
+    pub session_id: String,
+    pub allow: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetNetworkAccessResult {
+    pub allow: bool,
+}
+
 /// The `{}` result of `approve`, `answer` and `setMode`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EmptyResult {}
@@ -545,6 +564,8 @@ pub enum NoticeKind {
     Compacted,
     Retrying,
     Warning,
+    /// The user changed the session's network access (`setNetworkAccess`).
+    Network,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

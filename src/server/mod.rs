@@ -187,11 +187,7 @@ fn session_error(error: SessionError) -> RpcErrorObject {
 pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
     let path = crate::store::default_database_path(data_dir.as_deref());
     // The agent may not edit tandem's own config or its permission store, by any path.
-    let mut protected: Vec<PathBuf> = config.source_path.iter().cloned().collect();
-    if let Some(dir) = path.parent() {
-        protected.push(dir.to_path_buf());
-    }
-    crate::permissions::protected::set_extra_protected(protected);
+    crate::permissions::protected::protect_own_files(config.source_path.as_deref(), Some(&path));
     let opening = tokio::task::spawn_blocking(move || Store::open(&path));
     let (tx, rx) = mpsc::unbounded_channel();
     let framing = Arc::new(AtomicU8::new(0));
@@ -677,6 +673,15 @@ impl Server {
                 });
                 Ok(())
             }
+            method::SET_NETWORK_ACCESS => {
+                let p: wire::SetNetworkAccessParams = params(raw)?;
+                let reply = self.reply(id.clone(), |allow| wire::SetNetworkAccessResult { allow });
+                self.session(&p.session_id)?.send(Op::SetNetworkAccess {
+                    allow: p.allow,
+                    reply,
+                });
+                Ok(())
+            }
             other => Err(RpcErrorObject::new(
                 ErrorKind::MethodNotFound,
                 format!(
@@ -807,6 +812,7 @@ async fn load_response(
                 } else {
                     wire::SessionState::Idle
                 },
+                network_access: state.allow_network,
                 messages: display_history(&state.history),
                 pending: &pending,
             },
@@ -835,6 +841,7 @@ struct LoadResultRef<'a> {
     model: &'a str,
     mode: wire::Mode,
     state: wire::SessionState,
+    network_access: bool,
     messages: Vec<DisplayMessageRef<'a>>,
     pending: &'a [Value],
 }

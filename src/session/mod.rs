@@ -234,6 +234,11 @@ pub enum Op {
         mode: Mode,
         reply: Reply<()>,
     },
+    /// The user's choice whether sandboxed commands may use the network; answers the new value.
+    SetNetworkAccess {
+        allow: bool,
+        reply: Reply<bool>,
+    },
     /// Continue a restored session's crashed turn (sent once by `restore`).
     Resume {
         resume: Resume,
@@ -417,6 +422,15 @@ impl SessionShared {
     }
 }
 
+/// What the `network` notice says.
+pub fn network_notice(allow: bool) -> &'static str {
+    if allow {
+        "Network access allowed by the user: this session's commands may now use the network"
+    } else {
+        "Network access turned off: this session's commands run without network"
+    }
+}
+
 pub fn role_name(role: Role) -> &'static str {
     match role {
         Role::User => "user",
@@ -523,6 +537,10 @@ fn order_replies(shared: &Arc<SessionShared>, op: Op) -> Op {
             mode,
             reply: ordered(shared, reply),
         },
+        Op::SetNetworkAccess { allow, reply } => Op::SetNetworkAccess {
+            allow,
+            reply: ordered(shared, reply),
+        },
         Op::Shutdown { reply } => Op::Shutdown {
             reply: ordered(shared, reply),
         },
@@ -540,6 +558,7 @@ fn reply_closed(op: Op) {
         | Op::SetMode { reply, .. }
         | Op::Shutdown { reply } => reply(Err(SessionError::Closed)),
         Op::SwitchModel { reply, .. } => reply(Err(SessionError::Closed)),
+        Op::SetNetworkAccess { reply, .. } => reply(Err(SessionError::Closed)),
         Op::Resume { .. } => {}
     }
 }
@@ -571,6 +590,7 @@ pub fn spawn(
             title: None,
             created_at: now,
             updated_at: now,
+            allow_network: false,
         });
     }
     let state = SessionState {
@@ -790,7 +810,7 @@ pub async fn restore_with_client_fs(
         steering: VecDeque::new(),
         active_turn: resume.as_ref().map(|r| r.turn_id.clone()),
         accepting_steering: resume.is_some(),
-        allow_network: false,
+        allow_network: record.allow_network,
     };
     let handle = start_actor(
         engine,
@@ -988,6 +1008,27 @@ async fn actor(
                 lock(&shared.state).mode = mode;
                 shared.persist_session_fields(None, Some(mode), None);
                 reply(Ok(()));
+            }
+            Op::SetNetworkAccess { allow, reply } => {
+                let changed = {
+                    let mut state = lock(&shared.state);
+                    std::mem::replace(&mut state.allow_network, allow) != allow
+                };
+                if changed {
+                    if let Some(store) = &shared.store {
+                        store.set_network(&shared.id, allow);
+                    }
+                    // The next command runs with the new choice, also inside a running turn;
+                    // the notice tells the user (and any other client) that it changed.
+                    shared.emit(
+                        None,
+                        Event::Notice {
+                            kind: NoticeKind::Network,
+                            text: network_notice(allow).to_owned(),
+                        },
+                    );
+                }
+                reply(Ok(allow));
             }
             Op::Resume { resume } => {
                 if running.is_none() {

@@ -81,6 +81,8 @@ pub struct SessionRecord {
     /// Milliseconds since the Unix epoch, like every timestamp here.
     pub created_at: u64,
     pub updated_at: u64,
+    /// Whether the user allowed sandboxed commands to use the network.
+    pub allow_network: bool,
 }
 
 /// One row of the approvals/questions inbox, keyed by (session, tool call id).
@@ -160,6 +162,10 @@ enum Command {
         mode: Option<String>,
         title: Option<String>,
         updated_at: u64,
+    },
+    SetNetwork {
+        id: String,
+        allow: bool,
     },
     AppendMessage {
         session_id: String,
@@ -379,6 +385,14 @@ impl Store {
             mode: mode.map(str::to_owned),
             title: title.map(str::to_owned),
             updated_at,
+        });
+    }
+
+    /// Record the user's network choice for the session's commands.
+    pub fn set_network(&self, id: &str, allow: bool) {
+        self.send(Command::SetNetwork {
+            id: id.to_owned(),
+            allow,
         });
     }
 

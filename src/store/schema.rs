@@ -16,7 +16,12 @@ pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations in order. Each runs in its own transaction together with the
 /// `user_version` bump, so a crash mid-migration leaves the previous version intact.
-pub(crate) const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
+pub(crate) const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
+
+/// Whether the user allowed the session's sandboxed commands to use the network (0 or 1); the
+/// choice survives a restart like the mode does.
+const MIGRATION_3: &str =
+    "ALTER TABLE sessions ADD COLUMN allow_network INTEGER NOT NULL DEFAULT 0;";
 
 /// The highest `seq` handed out, including streamed events that get no row of their own, so a
 /// restarted server never reuses a `seq` a client already saw.

@@ -18,6 +18,7 @@ fn session(id: &str, cwd: &str, updated_at: u64) -> SessionRecord {
         title: None,
         created_at: updated_at,
         updated_at,
+        allow_network: false,
     }
 }
 
@@ -106,6 +107,67 @@ async fn migrations_create_the_schema_and_set_user_version() {
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
     assert_eq!(version, schema::MIGRATIONS.len() as i64);
+}
+
+#[tokio::test]
+async fn a_version_2_database_gains_the_network_choice_and_keeps_its_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_file(&dir);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    {
+        // A database as tandem wrote it before migration 3 existed.
+        let mut conn = Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        tx.execute_batch(schema::MIGRATIONS[0]).unwrap();
+        tx.execute_batch(schema::MIGRATIONS[1]).unwrap();
+        tx.pragma_update(None, "user_version", 2).unwrap();
+        tx.execute(
+            "INSERT INTO sessions (id, cwd, model, mode, created_at, updated_at)
+             VALUES ('old', '/w', 'mock', 'ask', 1, 1)",
+            [],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let old = store.load_session("old").await.unwrap().unwrap();
+    assert!(!old.record.allow_network, "the default is no network");
+    store.set_network("old", true);
+    let mut fresh = session("new", "/w", 2);
+    fresh.allow_network = true;
+    store.create_session(fresh);
+    store.barrier(Durability::Normal).await.unwrap();
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert!(
+        store
+            .load_session("old")
+            .await
+            .unwrap()
+            .unwrap()
+            .record
+            .allow_network
+    );
+    assert!(
+        store
+            .load_session("new")
+            .await
+            .unwrap()
+            .unwrap()
+            .record
+            .allow_network
+    );
+    store.set_network("old", false);
+    store.barrier(Durability::Normal).await.unwrap();
+    assert!(
+        !store
+            .load_session("old")
+            .await
+            .unwrap()
+            .unwrap()
+            .record
+            .allow_network
+    );
 }
 
 #[tokio::test]

@@ -272,8 +272,9 @@ fn apply_write(conn: &Connection, command: Command) {
             "create_session",
             &r.id,
             conn.prepare_cached(
-                "INSERT INTO sessions (id, cwd, model, mode, title, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO sessions (id, cwd, model, mode, title, created_at, updated_at,
+                                       allow_network)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )
             .and_then(|mut s| {
                 s.execute(params![
@@ -283,7 +284,8 @@ fn apply_write(conn: &Connection, command: Command) {
                     r.mode,
                     r.title,
                     to_i64(r.created_at),
-                    to_i64(r.updated_at)
+                    to_i64(r.updated_at),
+                    r.allow_network
                 ])
             }),
         ),
@@ -301,6 +303,12 @@ fn apply_write(conn: &Connection, command: Command) {
                  title = COALESCE(?4, title), updated_at = ?5 WHERE id = ?1",
             )
             .and_then(|mut s| s.execute(params![id, model, mode, title, to_i64(updated_at)])),
+        ),
+        Command::SetNetwork { id, allow } => logged(
+            "set_network",
+            &id,
+            conn.prepare_cached("UPDATE sessions SET allow_network = ?2 WHERE id = ?1")
+                .and_then(|mut s| s.execute(params![id, allow])),
         ),
         Command::AppendMessage {
             session_id,
@@ -472,6 +480,7 @@ fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
         title: row.get(4)?,
         created_at: to_u64(row.get(5)?),
         updated_at: to_u64(row.get(6)?),
+        allow_network: row.get(7)?,
     })
 }
 
@@ -480,14 +489,14 @@ fn list_sessions(conn: &Connection, cwd: Option<String>) -> Result<Vec<SessionRe
     let sessions = match cwd {
         Some(cwd) => conn
             .prepare_cached(
-                "SELECT id, cwd, model, mode, title, created_at, updated_at FROM sessions
+                "SELECT id, cwd, model, mode, title, created_at, updated_at, allow_network FROM sessions
                  WHERE cwd = ?1 ORDER BY updated_at DESC, rowid DESC",
             )?
             .query_map([cwd], session_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?,
         None => conn
             .prepare_cached(
-                "SELECT id, cwd, model, mode, title, created_at, updated_at FROM sessions
+                "SELECT id, cwd, model, mode, title, created_at, updated_at, allow_network FROM sessions
                  ORDER BY updated_at DESC, rowid DESC",
             )?
             .query_map([], session_row)?
@@ -499,7 +508,7 @@ fn list_sessions(conn: &Connection, cwd: Option<String>) -> Result<Vec<SessionRe
 fn load_session(conn: &Connection, id: &str) -> Result<Option<LoadedSession>, StoreError> {
     let Some(record) = conn
         .prepare_cached(
-            "SELECT id, cwd, model, mode, title, created_at, updated_at FROM sessions
+            "SELECT id, cwd, model, mode, title, created_at, updated_at, allow_network FROM sessions
              WHERE id = ?1",
         )?
         .query_row([id], session_row)

@@ -6,6 +6,7 @@
 
 pub mod client_fs;
 pub mod fs;
+pub mod landlock;
 pub mod sandbox;
 pub mod shell;
 

@@ -1,10 +1,17 @@
 //! The shell sandbox: commands run under bubblewrap with the workspace roots and a private temp
 //! dir writable, everything else read-only, `.git/hooks`, `.git/config` and tandem's own files
-//! read-only, no network, and their own PID namespace.
+//! read-only, no network, and their own PID namespace; Landlock adds a second layer inside it.
+//! Where bubblewrap is missing or cannot create namespaces, Landlock alone confines the command
+//! (see `tools/landlock.rs` for what it can and cannot express).
 //!
-//! Detection runs once per process on the blocking pool (it starts `bwrap` to prove namespaces
-//! work here, since a container may forbid them). When no sandbox can be enforced the engine asks
-//! for every shell command, whatever the mode, and says why.
+//! Detection runs once per process on the blocking pool: it starts `bwrap` and the Landlock helper
+//! (`tandem sandbox-exec --probe`) to prove that each really confines here, since a container may
+//! forbid namespaces and a kernel may lack Landlock. When no sandbox can be enforced the engine
+//! asks for every shell command, whatever the mode, and says why.
+//!
+//! `TANDEM_SANDBOX` picks the layers: `auto` (the default: bubblewrap plus Landlock where each
+//! works), `bwrap` (bubblewrap only), `landlock` (Landlock only, as where bubblewrap is missing)
+//! or `off` (no sandbox, like the older `TANDEM_DISABLE_SANDBOX`).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -22,12 +29,94 @@ pub struct SandboxPolicy {
     pub network: bool,
 }
 
+/// A working Landlock helper: the tandem binary that restricts itself and then runs the command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LandlockLayer {
+    pub helper: PathBuf,
+    /// The kernel's Landlock ABI version, as the probe measured it.
+    pub abi: i32,
+    /// Whether the probe saw a TCP connect refused (Landlock ABI 4 and later).
+    pub blocks_network: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SandboxStatus {
-    /// bubblewrap at this path works here.
-    Bwrap(PathBuf),
+    /// bubblewrap at this path works here; Landlock adds a layer inside it where it works too.
+    Bwrap {
+        bwrap: PathBuf,
+        landlock: Option<LandlockLayer>,
+    },
+    /// bubblewrap cannot be used (the text says why); Landlock alone confines commands.
+    Landlock {
+        layer: LandlockLayer,
+        why_not_bwrap: String,
+    },
     /// No sandbox can be enforced; the text says why and what to install.
     Unavailable(String),
+}
+
+impl SandboxStatus {
+    /// Why a command must be approved by the user whatever the mode, or `None` when the sandbox
+    /// confines it as promised (`network` is the session's choice).
+    pub fn approval_reason(&self, network: bool) -> Option<String> {
+        match self {
+            SandboxStatus::Bwrap { .. } => None,
+            SandboxStatus::Landlock { layer, .. } if layer.blocks_network || network => None,
+            SandboxStatus::Landlock { layer, why_not_bwrap } => Some(format!(
+                "commands are confined to the workspace by Landlock, but this kernel's Landlock (ABI {}) cannot block the network and bubblewrap is not usable ({why_not_bwrap}), so every command needs your approval",
+                layer.abi
+            )),
+            SandboxStatus::Unavailable(why) => Some(format!(
+                "commands cannot be sandboxed here ({why}), so every command needs your approval"
+            )),
+        }
+    }
+
+    /// A short description for logs and the user.
+    pub fn describe(&self) -> String {
+        match self {
+            SandboxStatus::Bwrap {
+                bwrap,
+                landlock: Some(layer),
+            } => format!(
+                "bubblewrap ({}) with Landlock ABI {} inside",
+                bwrap.display(),
+                layer.abi
+            ),
+            SandboxStatus::Bwrap {
+                bwrap,
+                landlock: None,
+            } => format!("bubblewrap ({})", bwrap.display()),
+            SandboxStatus::Landlock { layer, .. } => {
+                format!("Landlock ABI {} (no bubblewrap)", layer.abi)
+            }
+            SandboxStatus::Unavailable(why) => format!("none: {why}"),
+        }
+    }
+}
+
+/// Which layers the environment asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layers {
+    Auto,
+    BwrapOnly,
+    LandlockOnly,
+    Off,
+}
+
+fn layers() -> Result<Layers, String> {
+    if std::env::var_os("TANDEM_DISABLE_SANDBOX").is_some() {
+        return Ok(Layers::Off);
+    }
+    match std::env::var("TANDEM_SANDBOX").as_deref() {
+        Err(_) | Ok("") | Ok("auto") => Ok(Layers::Auto),
+        Ok("bwrap") => Ok(Layers::BwrapOnly),
+        Ok("landlock") => Ok(Layers::LandlockOnly),
+        Ok("off") => Ok(Layers::Off),
+        Ok(other) => Err(format!(
+            "TANDEM_SANDBOX={other} is not one of auto, bwrap, landlock, off"
+        )),
+    }
 }
 
 static STATUS: OnceCell<SandboxStatus> = OnceCell::const_new();
@@ -44,16 +133,9 @@ fn find_bwrap() -> Option<PathBuf> {
     })
 }
 
-fn probe() -> SandboxStatus {
-    if std::env::var_os("TANDEM_DISABLE_SANDBOX").is_some() {
-        return SandboxStatus::Unavailable(
-            "the sandbox is disabled by TANDEM_DISABLE_SANDBOX".to_owned(),
-        );
-    }
+fn probe_bwrap() -> Result<PathBuf, String> {
     let Some(bwrap) = find_bwrap() else {
-        return SandboxStatus::Unavailable(
-            "bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: apt-get install bubblewrap) to let commands run sandboxed".to_owned(),
-        );
+        return Err("bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: apt-get install bubblewrap) to let commands run sandboxed".to_owned());
     };
     let probe = std::process::Command::new(&bwrap)
         .args([
@@ -75,12 +157,86 @@ fn probe() -> SandboxStatus {
         .stderr(Stdio::piped())
         .output();
     match probe {
-        Ok(output) if output.status.success() => SandboxStatus::Bwrap(bwrap),
-        Ok(output) => SandboxStatus::Unavailable(format!(
+        Ok(output) if output.status.success() => Ok(bwrap),
+        Ok(output) => Err(format!(
             "bubblewrap cannot create namespaces here ({}); allow unprivileged user namespaces or run tandem outside this container",
             String::from_utf8_lossy(&output.stderr).trim()
         )),
-        Err(e) => SandboxStatus::Unavailable(format!("bubblewrap could not start: {e}")),
+        Err(e) => Err(format!("bubblewrap could not start: {e}")),
+    }
+}
+
+/// Run `tandem sandbox-exec --probe` and parse what it proved.
+fn probe_landlock() -> Result<LandlockLayer, String> {
+    let helper = std::env::current_exe()
+        .map_err(|e| format!("cannot find the tandem binary for the Landlock helper: {e}"))?;
+    let output = std::process::Command::new(&helper)
+        .args(["sandbox-exec", "--probe"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| format!("the Landlock probe could not start: {e}"))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text.lines().next().unwrap_or_default().trim();
+    let Some(fields) = line.strip_prefix("landlock abi=") else {
+        return Err(if line.starts_with("landlock unavailable") {
+            line.trim_start_matches("landlock unavailable: ").to_owned()
+        } else {
+            format!("the Landlock probe gave no answer ({})", helper.display())
+        });
+    };
+    let mut parts = fields.split_whitespace();
+    let abi = parts
+        .next()
+        .and_then(|n| n.parse::<i32>().ok())
+        .unwrap_or(0);
+    let rest: Vec<&str> = parts.collect();
+    if !rest.contains(&"fs=enforced") {
+        return Err(format!(
+            "Landlock ABI {abi} is reported but a write was not refused"
+        ));
+    }
+    Ok(LandlockLayer {
+        helper,
+        abi,
+        blocks_network: rest.contains(&"net=enforced"),
+    })
+}
+
+fn probe() -> SandboxStatus {
+    let layers = match layers() {
+        Ok(layers) => layers,
+        Err(e) => return SandboxStatus::Unavailable(e),
+    };
+    if layers == Layers::Off {
+        return SandboxStatus::Unavailable(
+            "the sandbox is disabled by TANDEM_DISABLE_SANDBOX or TANDEM_SANDBOX=off".to_owned(),
+        );
+    }
+    let landlock = match layers {
+        Layers::BwrapOnly => Err("TANDEM_SANDBOX=bwrap leaves Landlock out".to_owned()),
+        _ => probe_landlock(),
+    };
+    let why_not_bwrap = match layers {
+        Layers::LandlockOnly => "TANDEM_SANDBOX=landlock leaves bubblewrap out".to_owned(),
+        _ => match probe_bwrap() {
+            Ok(bwrap) => {
+                return SandboxStatus::Bwrap {
+                    bwrap,
+                    landlock: landlock.ok(),
+                }
+            }
+            Err(why) => why,
+        },
+    };
+    match landlock {
+        Ok(layer) => SandboxStatus::Landlock {
+            layer,
+            why_not_bwrap,
+        },
+        Err(why_not_landlock) => {
+            SandboxStatus::Unavailable(format!("{why_not_bwrap}; Landlock: {why_not_landlock}"))
+        }
     }
 }
 
@@ -88,18 +244,123 @@ fn probe() -> SandboxStatus {
 pub async fn status() -> SandboxStatus {
     STATUS
         .get_or_init(|| async {
-            tokio::task::spawn_blocking(probe)
+            let status = tokio::task::spawn_blocking(probe)
                 .await
                 .unwrap_or_else(|e| {
                     SandboxStatus::Unavailable(format!("the sandbox probe crashed: {e}"))
-                })
+                });
+            tracing::info!("shell sandbox: {}", status.describe());
+            status
         })
         .await
         .clone()
 }
 
+/// The paths a command must not write even inside a writable root: tandem's own config and
+/// data, each root's `.git/hooks` and `.git/config` that exist (git runs hooks and reads config
+/// with the user's privileges later), and a root's `.git` when it is a file (a worktree or
+/// submodule link), since rewriting its `gitdir:` line would point git at hooks the command
+/// planted. Only existing paths are listed: bubblewrap cannot mount over a missing one, and
+/// `--ro-bind-try` tolerates a missing source but not one under a file (`.git/hooks` in a
+/// worktree), which would make every command fail.
+pub fn read_only_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut paths = crate::permissions::protected::extra_protected();
+    for root in roots {
+        let link = root.join(".git");
+        match std::fs::symlink_metadata(&link) {
+            Ok(meta) if meta.is_dir() => {
+                for inner in ["hooks", "config"] {
+                    let path = link.join(inner);
+                    if std::fs::symlink_metadata(&path).is_ok() {
+                        paths.push(path);
+                    }
+                }
+            }
+            Ok(meta) if meta.is_file() => paths.push(link),
+            _ => {}
+        }
+    }
+    paths
+}
+
+/// How one command is confined, built from the status and the session's policy.
+#[derive(Debug, Clone)]
+pub struct Confinement {
+    pub policy: SandboxPolicy,
+    /// Run under bubblewrap at this path.
+    pub bwrap: Option<PathBuf>,
+    /// Restrict with Landlock through this helper (inside bubblewrap when both are set).
+    pub landlock: Option<PathBuf>,
+}
+
+impl Confinement {
+    /// The confinement `status` gives a command under `policy`; `None` when nothing confines.
+    pub fn new(status: &SandboxStatus, policy: SandboxPolicy) -> Option<Confinement> {
+        match status {
+            SandboxStatus::Bwrap { bwrap, landlock } => Some(Confinement {
+                policy,
+                bwrap: Some(bwrap.clone()),
+                landlock: landlock.as_ref().map(|l| l.helper.clone()),
+            }),
+            SandboxStatus::Landlock { layer, .. } => Some(Confinement {
+                policy,
+                bwrap: None,
+                landlock: Some(layer.helper.clone()),
+            }),
+            SandboxStatus::Unavailable(_) => None,
+        }
+    }
+
+    /// The program and arguments that run `shell -c command` confined, with `temp` as the
+    /// command's private temp dir.
+    pub fn argv(&self, cwd: &Path, temp: &Path, shell: &str, command: &str) -> Vec<String> {
+        let mut argv: Vec<String> = Vec::new();
+        if let Some(bwrap) = &self.bwrap {
+            argv.push(bwrap.display().to_string());
+            argv.extend(bwrap_args(
+                &self.policy,
+                cwd,
+                temp,
+                self.landlock.as_deref(),
+            ));
+        }
+        if let Some(helper) = &self.landlock {
+            argv.push(helper.display().to_string());
+            argv.push("sandbox-exec".into());
+            if self.bwrap.is_some() {
+                // Inside bubblewrap the mounts already make .git/hooks, .git/config and
+                // tandem's files read-only (and Landlock forbids undoing a mount), so the
+                // roots are granted whole; /tmp there is the private temp dir.
+                for root in &self.policy.writable {
+                    argv.extend(["--write".into(), root.display().to_string()]);
+                }
+                argv.extend(["--write".into(), "/tmp".into()]);
+            } else {
+                for root in &self.policy.writable {
+                    argv.extend(["--root".into(), root.display().to_string()]);
+                }
+                for path in &self.policy.read_only {
+                    argv.extend(["--protect".into(), path.display().to_string()]);
+                }
+                argv.extend(["--tmp".into(), temp.display().to_string()]);
+            }
+            if self.policy.network {
+                argv.push("--network".into());
+            }
+            argv.push("--".into());
+        }
+        argv.extend([shell.to_owned(), "-c".to_owned(), command.to_owned()]);
+        argv
+    }
+}
+
 /// The bwrap arguments that run `program args…` under `policy`.
-pub fn bwrap_args(policy: &SandboxPolicy, cwd: &Path, temp: &Path) -> Vec<String> {
+pub fn bwrap_args(
+    policy: &SandboxPolicy,
+    cwd: &Path,
+    temp: &Path,
+    helper: Option<&Path>,
+) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "--ro-bind".into(),
         "/".into(),
@@ -113,6 +374,14 @@ pub fn bwrap_args(policy: &SandboxPolicy, cwd: &Path, temp: &Path) -> Vec<String
         temp.display().to_string(),
         "/tmp".into(),
     ];
+    if let Some(helper) = helper {
+        // The Landlock helper runs inside; keep it visible even if it lives under /tmp.
+        args.extend([
+            "--ro-bind".into(),
+            helper.display().to_string(),
+            helper.display().to_string(),
+        ]);
+    }
     for root in &policy.writable {
         args.extend([
             "--bind".into(),
@@ -120,18 +389,8 @@ pub fn bwrap_args(policy: &SandboxPolicy, cwd: &Path, temp: &Path) -> Vec<String
             root.display().to_string(),
         ]);
     }
-    for root in &policy.writable {
-        // Git runs hooks and reads config with the user's privileges later; the agent's
-        // commands must not plant code there.
-        for inner in [".git/hooks", ".git/config"] {
-            let path = root.join(inner);
-            args.extend([
-                "--ro-bind-try".into(),
-                path.display().to_string(),
-                path.display().to_string(),
-            ]);
-        }
-    }
+    // Read-only binds over the writable roots (`.git/hooks`, `.git/config`, tandem's files;
+    // see `read_only_paths`); they come after the roots so they win.
     for path in &policy.read_only {
         args.extend([
             "--ro-bind-try".into(),
@@ -157,14 +416,110 @@ pub fn bwrap_args(policy: &SandboxPolicy, cwd: &Path, temp: &Path) -> Vec<String
 mod tests {
     use super::*;
 
+    fn layer(blocks_network: bool) -> LandlockLayer {
+        LandlockLayer {
+            helper: PathBuf::from("/bin/tandem"),
+            abi: if blocks_network { 6 } else { 3 },
+            blocks_network,
+        }
+    }
+
+    #[test]
+    fn only_an_unconfined_or_leaky_sandbox_makes_every_command_ask() {
+        let bwrap = SandboxStatus::Bwrap {
+            bwrap: PathBuf::from("/usr/bin/bwrap"),
+            landlock: None,
+        };
+        assert_eq!(bwrap.approval_reason(false), None);
+        let full = SandboxStatus::Landlock {
+            layer: layer(true),
+            why_not_bwrap: "missing".into(),
+        };
+        assert_eq!(full.approval_reason(false), None);
+        let leaky = SandboxStatus::Landlock {
+            layer: layer(false),
+            why_not_bwrap: "bwrap is missing".into(),
+        };
+        let reason = leaky.approval_reason(false).unwrap();
+        assert!(reason.contains("cannot block the network") && reason.contains("bwrap is missing"));
+        // With the network allowed by the user, blocking it is not needed.
+        assert_eq!(leaky.approval_reason(true), None);
+        let none = SandboxStatus::Unavailable("no bwrap; no Landlock".into());
+        assert!(none.approval_reason(true).unwrap().contains("no Landlock"));
+    }
+
+    #[test]
+    fn the_helper_runs_inside_bubblewrap_or_alone_with_carved_roots() {
+        let policy = SandboxPolicy {
+            writable: vec![PathBuf::from("/w")],
+            read_only: vec![PathBuf::from("/w/tandem.toml")],
+            network: false,
+        };
+        let layered = Confinement::new(
+            &SandboxStatus::Bwrap {
+                bwrap: PathBuf::from("/usr/bin/bwrap"),
+                landlock: Some(layer(true)),
+            },
+            policy.clone(),
+        )
+        .unwrap();
+        let argv = layered
+            .argv(Path::new("/w"), Path::new("/tmp/t1"), "/bin/bash", "ls")
+            .join(" ");
+        assert!(argv.starts_with("/usr/bin/bwrap --ro-bind / /"));
+        assert!(argv.contains("--ro-bind /bin/tandem /bin/tandem"));
+        assert!(argv
+            .ends_with("-- /bin/tandem sandbox-exec --write /w --write /tmp -- /bin/bash -c ls"));
+        let alone = Confinement::new(
+            &SandboxStatus::Landlock {
+                layer: layer(true),
+                why_not_bwrap: String::new(),
+            },
+            SandboxPolicy {
+                network: true,
+                ..policy
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            alone
+                .argv(Path::new("/w"), Path::new("/tmp/t1"), "/bin/bash", "ls")
+                .join(" "),
+            "/bin/tandem sandbox-exec --root /w --protect /w/tandem.toml --tmp /tmp/t1 --network -- /bin/bash -c ls"
+        );
+    }
+
+    #[test]
+    fn read_only_paths_follow_what_the_roots_hold() {
+        let plain = tempfile::tempdir().unwrap();
+        let repo = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(repo.path().join(".git/hooks")).unwrap();
+        std::fs::write(repo.path().join(".git/config"), "").unwrap();
+        let worktree = tempfile::tempdir().unwrap();
+        std::fs::write(worktree.path().join(".git"), "gitdir: /x\n").unwrap();
+        let paths = read_only_paths(&[
+            plain.path().to_path_buf(),
+            repo.path().to_path_buf(),
+            worktree.path().to_path_buf(),
+        ]);
+        assert!(paths.contains(&repo.path().join(".git/hooks")));
+        assert!(paths.contains(&repo.path().join(".git/config")));
+        assert!(paths.contains(&worktree.path().join(".git")));
+        assert!(!paths.iter().any(|p| p.starts_with(plain.path())));
+        assert!(!paths.contains(&worktree.path().join(".git/hooks")));
+    }
+
     #[test]
     fn arguments_bind_roots_writable_and_protect_git() {
         let policy = SandboxPolicy {
             writable: vec![PathBuf::from("/w")],
-            read_only: vec![PathBuf::from("/w/.tandem.toml")],
+            read_only: vec![
+                PathBuf::from("/w/.tandem.toml"),
+                PathBuf::from("/w/.git/hooks"),
+            ],
             network: false,
         };
-        let args = bwrap_args(&policy, Path::new("/w"), Path::new("/tmp/t1"));
+        let args = bwrap_args(&policy, Path::new("/w"), Path::new("/tmp/t1"), None);
         let joined = args.join(" ");
         assert!(joined.starts_with("--ro-bind / /"));
         assert!(joined.contains("--bind /w /w"));
@@ -183,6 +538,7 @@ mod tests {
             },
             Path::new("/w"),
             Path::new("/tmp/t1"),
+            None,
         );
         assert!(!open.contains(&"--unshare-net".to_owned()));
     }

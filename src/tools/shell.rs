@@ -27,9 +27,9 @@ pub struct ShellRequest {
     pub timeout: Duration,
     /// Time between SIGINT and SIGKILL when the command is stopped or times out.
     pub kill_grace: Duration,
-    /// Run under bubblewrap at this path with this policy; `None` runs unconfined (the engine
-    /// then asks the user for every command).
-    pub sandbox: Option<(PathBuf, super::sandbox::SandboxPolicy)>,
+    /// How to confine the command (bubblewrap, Landlock or both); `None` runs it unconfined
+    /// (the engine then asks the user for every command).
+    pub sandbox: Option<super::sandbox::Confinement>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,18 +158,19 @@ pub async fn run(
         None => None,
     };
     let mut command = match (&request.sandbox, &temp) {
-        (Some((bwrap, policy)), Some(temp)) => {
-            let mut command = tokio::process::Command::new(bwrap);
-            command
-                .args(super::sandbox::bwrap_args(policy, &request.cwd, temp))
-                .arg(shell_program());
+        (Some(confinement), Some(temp)) => {
+            let argv = confinement.argv(&request.cwd, temp, shell_program(), &request.command);
+            let mut command = tokio::process::Command::new(&argv[0]);
+            command.args(&argv[1..]);
             command
         }
-        _ => tokio::process::Command::new(shell_program()),
+        _ => {
+            let mut command = tokio::process::Command::new(shell_program());
+            command.arg("-c").arg(&request.command);
+            command
+        }
     };
     command
-        .arg("-c")
-        .arg(&request.command)
         .current_dir(&request.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -297,21 +298,24 @@ mod tests {
     }
 
     async fn sandboxed(command: &str, root: &std::path::Path) -> Option<ShellResult> {
-        let super::super::sandbox::SandboxStatus::Bwrap(bwrap) =
+        // The unit-test binary is not tandem, so only the bubblewrap layer is tried here;
+        // tests/sandbox.rs drives the Landlock helper through the real binary.
+        let super::super::sandbox::SandboxStatus::Bwrap { bwrap, .. } =
             super::super::sandbox::status().await
         else {
             return None;
         };
         let mut r = request(command);
         r.cwd = root.to_path_buf();
-        r.sandbox = Some((
-            bwrap,
-            super::super::sandbox::SandboxPolicy {
+        r.sandbox = Some(super::super::sandbox::Confinement {
+            policy: super::super::sandbox::SandboxPolicy {
                 writable: vec![root.to_path_buf()],
-                read_only: Vec::new(),
+                read_only: super::super::sandbox::read_only_paths(&[root.to_path_buf()]),
                 network: false,
             },
-        ));
+            bwrap: Some(bwrap),
+            landlock: None,
+        });
         Some(run(r, &CancellationToken::new(), |_| {}).await)
     }
 

@@ -567,6 +567,74 @@ async def questions(args):
         )
 
 
+async def protected_fs(args):
+    """The model tries protected paths while the client offers fs: none reaches the client."""
+    ws = args.cwd
+    secret = os.path.join(ws, ".env")
+    rec = Recorder(fs={secret: "API_TOKEN=hunter2-secret\n"})
+    async with Tandem(args, rec).spawn() as (conn, _proc):
+        _init, session = await start(conn, rec, ws, fs=True)
+        sid = session["sessionId"]
+        # Every write is refused before any approval; the secret read asks and is rejected.
+        rec.answers = ["reject_once"]
+        resp = dump(await timed(conn.prompt(session_id=sid, prompt=text("make yourself at home")), "prompt"))
+        check("protected: stopReason end_turn", resp.get("stopReason") == "end_turn", resp)
+        check("protected: the client never got fs/write_text_file", rec.writes == [], rec.writes)
+        check(
+            "protected: the client was never asked to read .env",
+            all(r["path"] != secret for r in rec.reads),
+            rec.reads,
+        )
+        asked = [p.get("toolCall", {}).get("toolCallId") for p in rec.permissions]
+        check("protected: only the secret read asked for permission", asked == ["s1"], rec.permissions)
+        for call_id in ["p1", "p2", "p3", "p4", "p5"]:
+            check(
+                f"protected: {call_id} failed",
+                "failed" in statuses(rec, call_id),
+                statuses(rec, call_id),
+            )
+
+
+async def network(args):
+    """The user's network switch as an ACP config option."""
+    rec = Recorder()
+    async with Tandem(args, rec).spawn() as (conn, _proc):
+        _init, session = await start(conn, rec, args.cwd)
+        sid = session["sessionId"]
+        net = option(session.get("configOptions", []), "network")
+        check(
+            "network: offered as a config option, off by default",
+            net.get("currentValue") == "off"
+            and sorted(o.get("value") for o in net.get("options", [])) == ["off", "on"],
+            net,
+        )
+        await timed(conn.set_config_option(config_id="mode", session_id=sid, value="fullAuto"), "set mode")
+        resp = dump(await timed(conn.prompt(session_id=sid, prompt=text("connect")), "prompt 1"))
+        check("network: first prompt ends end_turn", resp.get("stopReason") == "end_turn", resp)
+        resp = dump(await timed(conn.set_config_option(config_id="network", session_id=sid, value="on"), "set network"))
+        check(
+            "network: set_config_option answers the new value",
+            option(resp.get("configOptions", []), "network").get("currentValue") == "on",
+            resp,
+        )
+        resp = dump(await timed(conn.prompt(session_id=sid, prompt=text("connect again")), "prompt 2"))
+        check("network: second prompt ends end_turn", resp.get("stopReason") == "end_turn", resp)
+        check(
+            "network: the change was announced as a config_option_update",
+            any(
+                option(u.get("configOptions", []), "network").get("currentValue") == "on"
+                for u in rec.of("config_option_update")
+            ),
+            rec.of("config_option_update"),
+        )
+        try:
+            await timed(conn.set_config_option(config_id="network", session_id=sid, value="maybe"), "bad value")
+            check("network: an unknown value is rejected", False, "no error")
+        except acp.RequestError as e:
+            check("network: an unknown value is rejected", "on" in str(e) and "off" in str(e), e)
+        check("network: no permission was asked in fullAuto", rec.permissions == [], rec.permissions)
+
+
 SCENARIOS = {
     "handshake": handshake,
     "permissions": permissions,
@@ -576,6 +644,8 @@ SCENARIOS = {
     "load": load,
     "steering": steering,
     "questions": questions,
+    "protected_fs": protected_fs,
+    "network": network,
 }
 
 

@@ -1,0 +1,308 @@
+//! The Landlock side of the shell sandbox: the hidden `tandem sandbox-exec` helper restricts
+//! itself with a Landlock ruleset and then `exec`s the command, which inherits the restriction.
+//!
+//! The restriction is applied by a fresh, single-threaded process (a re-exec of the tandem
+//! binary) rather than in `pre_exec` after `fork`, where allocating or opening files is unsafe in
+//! a multi-threaded parent. Under bubblewrap the helper runs *inside* the sandbox, after
+//! bubblewrap has set up its mounts (a Landlock-restricted process can no longer mount anything,
+//! so bubblewrap itself must not be restricted).
+//!
+//! Landlock is an allow-list: a write right granted on a directory holds for everything beneath
+//! it, and nothing can take it back for a subdirectory. To keep `.git/hooks`, `.git/config` and
+//! tandem's own files read-only inside a writable root, a `--root` is *carved*: the root itself
+//! gets no rights, each of its children does, except a child that holds a protected path, which
+//! is carved in turn. The price is that no entry can be created or removed directly in a carved
+//! directory (the root of a git checkout and its `.git`), only beneath its other children.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, PathBeneath,
+    PathFd, RestrictionStatus, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError,
+    RulesetStatus, Scope, ABI,
+};
+
+/// The newest Landlock ABI whose rights tandem asks for. Newer kernels enforce these; older ones
+/// enforce what they know (best effort), which `--probe` measures and reports.
+const TARGET: ABI = ABI::V6;
+
+/// Exit code of the helper when it refuses to run the command (mirrors a shell's "cannot
+/// execute").
+pub const REFUSED: i32 = 126;
+
+/// What one `sandbox-exec` invocation grants.
+#[derive(Debug, Clone, Default)]
+pub struct Spec {
+    /// Writable with everything beneath them.
+    pub write: Vec<PathBuf>,
+    /// Writable except `.git/hooks`, `.git/config` and the `protect` paths beneath them.
+    pub roots: Vec<PathBuf>,
+    /// Read-only even beneath a root.
+    pub protect: Vec<PathBuf>,
+    /// A private temp dir: writable and exported as `TMPDIR`.
+    pub tmp: Option<PathBuf>,
+    /// Whether TCP connect and bind stay allowed.
+    pub network: bool,
+}
+
+/// How one path is granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Grant {
+    /// Every write right, for the path and everything beneath it.
+    Tree,
+    /// Writing the contents of an existing file.
+    File,
+}
+
+fn write_rights() -> BitFlags<AccessFs> {
+    AccessFs::from_write(TARGET)
+}
+
+fn file_rights() -> BitFlags<AccessFs> {
+    AccessFs::from_write(TARGET) & AccessFs::from_file(TARGET)
+}
+
+/// Character devices every shell writes to; granted as files, never `/dev` as a whole (which
+/// would include block devices).
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+/// The paths a root protects on its own: git runs hooks and reads config with the user's
+/// privileges later, so a command must not plant code there.
+pub fn git_protected(root: &Path) -> [PathBuf; 2] {
+    [root.join(".git/hooks"), root.join(".git/config")]
+}
+
+/// The grants that make `root` writable except for `protected` paths beneath it.
+fn carve(dir: &Path, protected: &[PathBuf], grants: &mut Vec<(PathBuf, Grant)>) {
+    if protected.iter().any(|p| p == dir) {
+        return;
+    }
+    if !protected.iter().any(|p| p.starts_with(dir)) {
+        grants.push((dir.to_path_buf(), Grant::Tree));
+        return;
+    }
+    // A protected path lies beneath: grant the children one by one and never `dir` itself,
+    // since a right on `dir` would cover the protected path too.
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_symlink() {
+            // A rule follows the link; the target keeps whatever its own place grants.
+            continue;
+        }
+        if kind.is_dir() {
+            carve(&path, protected, grants);
+        } else if !protected.contains(&path) {
+            grants.push((path, Grant::File));
+        }
+    }
+}
+
+/// Every grant `spec` makes, in order.
+fn grants(spec: &Spec) -> Vec<(PathBuf, Grant)> {
+    let mut grants: Vec<(PathBuf, Grant)> = Vec::new();
+    for path in spec.write.iter().chain(spec.tmp.iter()) {
+        grants.push((path.clone(), Grant::Tree));
+    }
+    for root in &spec.roots {
+        // Only protected paths whose parent exists need carving: a root without `.git` has no
+        // hooks to protect and stays writable as a whole (a command may still `git init`; the
+        // hooks of a repository it creates are its own).
+        let protected: Vec<PathBuf> = git_protected(root)
+            .into_iter()
+            .chain(spec.protect.iter().cloned())
+            .filter(|p| p.starts_with(root) && p.parent().is_some_and(Path::exists))
+            .collect();
+        carve(root, &protected, &mut grants);
+    }
+    for device in DEVICES {
+        let path = Path::new(device);
+        if path.exists() {
+            grants.push((path.to_path_buf(), Grant::File));
+        }
+    }
+    if Path::new("/dev/pts").is_dir() {
+        grants.push((PathBuf::from("/dev/pts"), Grant::File));
+    }
+    grants
+}
+
+/// Restrict the calling (single-threaded) process as `spec` says.
+fn restrict(spec: &Spec) -> Result<RestrictionStatus, RulesetError> {
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(write_rights())?;
+    if !spec.network {
+        ruleset = ruleset.handle_access(AccessNet::from_all(TARGET))?;
+        // Abstract unix sockets (D-Bus, X11 and similar) are another way out.
+        ruleset = ruleset.scope(Scope::AbstractUnixSocket)?;
+    }
+    // The command may not signal processes outside its sandbox (tandem itself, the editor).
+    ruleset = ruleset.scope(Scope::Signal)?;
+    let mut created = ruleset.create()?;
+    for (path, grant) in grants(spec) {
+        let Ok(fd) = PathFd::new(&path) else {
+            // Gone since it was listed; nothing to grant.
+            continue;
+        };
+        let rights = match grant {
+            Grant::Tree if path.is_dir() => write_rights(),
+            _ => file_rights(),
+        };
+        created = created.add_rule(PathBeneath::new(fd, rights))?;
+    }
+    created.restrict_self()
+}
+
+fn abi_number(status: &RestrictionStatus) -> Option<i32> {
+    match status.landlock {
+        LandlockStatus::Available {
+            effective_abi,
+            kernel_abi,
+        } => Some(kernel_abi.unwrap_or(effective_abi as i32)),
+        _ => None,
+    }
+}
+
+/// `tandem sandbox-exec --probe`: restrict this process with no write grant and no network,
+/// then prove that a write and a TCP connect are really refused. Prints one line,
+/// `landlock abi=N fs=enforced|open net=enforced|open`, which the server's probe parses.
+pub fn probe() -> i32 {
+    let scratch = std::env::temp_dir();
+    let spec = Spec::default();
+    let status = match restrict(&spec) {
+        Ok(status) => status,
+        Err(e) => {
+            println!("landlock unavailable: {e}");
+            return 1;
+        }
+    };
+    if status.ruleset == RulesetStatus::NotEnforced {
+        println!("landlock unavailable: the kernel does not enforce Landlock (not built in or not enabled at boot; see /sys/kernel/security/lsm)");
+        return 1;
+    }
+    let target = scratch.join(format!("tandem-landlock-probe-{}", std::process::id()));
+    let fs = match std::fs::File::create(&target) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&target);
+            "open"
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => "enforced",
+        Err(_) => "open",
+    };
+    // Under Landlock a denied connect fails with EACCES before any packet is sent; without it,
+    // a closed loopback port answers ECONNREFUSED.
+    let net = match std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], 9)),
+        std::time::Duration::from_secs(1),
+    ) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => "enforced",
+        _ => "open",
+    };
+    println!(
+        "landlock abi={} fs={fs} net={net}",
+        abi_number(&status).unwrap_or(0)
+    );
+    0
+}
+
+/// `tandem sandbox-exec [grants] -- program args…`: restrict, then become the program. Returns
+/// only when it could not (the caller exits with the returned code).
+pub fn exec(spec: &Spec, program: &[std::ffi::OsString]) -> i32 {
+    let Some((first, rest)) = program.split_first() else {
+        eprintln!("tandem sandbox-exec: no command given after `--`");
+        return 2;
+    };
+    match restrict(spec) {
+        Ok(status) if status.ruleset != RulesetStatus::NotEnforced => {}
+        Ok(_) => {
+            eprintln!("tandem sandbox: Landlock is not enforced by this kernel, so the command did not run; install bubblewrap or enable Landlock");
+            return REFUSED;
+        }
+        Err(e) => {
+            eprintln!(
+                "tandem sandbox: cannot apply the Landlock rules ({e}), so the command did not run"
+            );
+            return REFUSED;
+        }
+    }
+    let mut command = std::process::Command::new(first);
+    command.args(rest);
+    if let Some(tmp) = &spec.tmp {
+        command.env("TMPDIR", tmp);
+    }
+    let error = command.exec();
+    eprintln!(
+        "tandem sandbox: cannot run {}: {error}",
+        Path::new(first).display()
+    );
+    REFUSED
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_git_root_is_carved_around_hooks_and_config() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        std::fs::create_dir_all(r.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(r.join(".git/objects")).unwrap();
+        std::fs::write(r.join(".git/config"), "").unwrap();
+        std::fs::write(r.join(".git/HEAD"), "").unwrap();
+        std::fs::create_dir_all(r.join("src")).unwrap();
+        std::fs::write(r.join("README"), "").unwrap();
+        std::fs::write(r.join("tandem.toml"), "").unwrap();
+        std::os::unix::fs::symlink(".git/hooks", r.join("hooks")).unwrap();
+        let spec = Spec {
+            roots: vec![r.to_path_buf()],
+            protect: vec![r.join("tandem.toml")],
+            ..Spec::default()
+        };
+        let granted = grants(&spec);
+        let has = |p: PathBuf, g: Grant| granted.contains(&(p, g));
+        assert!(has(r.join("src"), Grant::Tree));
+        assert!(has(r.join("README"), Grant::File));
+        assert!(has(r.join(".git/objects"), Grant::Tree));
+        assert!(has(r.join(".git/HEAD"), Grant::File));
+        for denied in [
+            r.to_path_buf(),
+            r.join(".git"),
+            r.join(".git/hooks"),
+            r.join(".git/config"),
+            r.join("tandem.toml"),
+            r.join("hooks"),
+        ] {
+            assert!(
+                !granted.iter().any(|(p, _)| p == &denied),
+                "{} must get no right",
+                denied.display()
+            );
+        }
+    }
+
+    #[test]
+    fn a_plain_root_is_writable_as_a_whole() {
+        let root = tempfile::tempdir().unwrap();
+        let spec = Spec {
+            roots: vec![root.path().to_path_buf()],
+            ..Spec::default()
+        };
+        assert!(grants(&spec).contains(&(root.path().to_path_buf(), Grant::Tree)));
+    }
+}
