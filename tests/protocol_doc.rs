@@ -302,9 +302,9 @@ fn check_params(m: &str, params: &Value) -> Result<(), String> {
         method::SET_MODE => {
             round_trip::<SetModeParams>(params)?;
         }
-        method::SHUTDOWN => {
+        method::SHUTDOWN | method::MODELS_LIST => {
             if params != &json!({}) {
-                return Err("shutdown takes no params".into());
+                return Err(format!("{m} takes no params"));
             }
         }
         other => {
@@ -327,6 +327,12 @@ fn check_result(m: &str, result: &Value) -> Result<(), String> {
                     r.protocol_version
                 ));
             }
+            if !r.models.iter().any(|model| model.id == r.default_model) {
+                return Err("defaultModel is not one of the models".into());
+            }
+        }
+        method::MODELS_LIST => {
+            let r: ModelsListResult = round_trip(result)?;
             if !r.models.iter().any(|model| model.id == r.default_model) {
                 return Err("defaultModel is not one of the models".into());
             }
@@ -388,6 +394,11 @@ fn full_history() -> Vec<history::Message> {
             Part::Image {
                 mime_type: "image/png".into(),
                 data: "AA==".into(),
+            },
+            Part::Document {
+                mime_type: "application/pdf".into(),
+                data: "JVBERi0=".into(),
+                name: Some("spec.pdf".into()),
             },
         ],
         Source::User,
@@ -601,6 +612,15 @@ fn check_load_result(result: &SessionLoadResult) -> Result<(), String> {
         {
             let image = image.as_object().ok_or("an image must be an object")?;
             allow_keys(image, &["mimeType", "data"])?;
+        }
+        for document in object
+            .get("documents")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let document = document.as_object().ok_or("a document must be an object")?;
+            allow_keys(document, &["mimeType", "data", "name"])?;
         }
     }
     for entry in &result.pending {
@@ -871,6 +891,11 @@ fn full_params(m: &str) -> Vec<Value> {
                         mime_type: "image/png".into(),
                         data: "AA==".into(),
                     },
+                    ContentPart::Document {
+                        mime_type: "application/pdf".into(),
+                        data: "JVBERi0=".into(),
+                        name: Some("spec.pdf".into()),
+                    },
                 ]),
             }),
         ],
@@ -903,6 +928,20 @@ fn full_params(m: &str) -> Vec<Value> {
     }
 }
 
+fn full_model_info() -> ModelInfo {
+    ModelInfo {
+        id: "m".into(),
+        provider: "p".into(),
+        name: "n".into(),
+        context_window: 1,
+        max_output_tokens: Some(1),
+        vision: false,
+        pdf: false,
+        reasoning: false,
+        parallel_tool_calls: true,
+    }
+}
+
 /// Every field each method's result can carry; none for methods answered only with errors.
 fn full_results(m: &str) -> Vec<Value> {
     let v = |x: &dyn erased::Ser| x.value();
@@ -917,14 +956,13 @@ fn full_results(m: &str) -> Vec<Value> {
                 session_store: true,
                 framing: Framing::Ndjson,
                 image_prompts: true,
+                document_prompts: true,
             },
-            models: vec![ModelInfo {
-                id: "m".into(),
-                provider: "p".into(),
-                name: "n".into(),
-                context_window: 1,
-                vision: false,
-            }],
+            models: vec![full_model_info()],
+            default_model: "m".into(),
+        })],
+        method::MODELS_LIST => vec![v(&ModelsListResult {
+            models: vec![full_model_info()],
             default_model: "m".into(),
         })],
         method::SESSION_NEW => vec![v(&SessionNewResult {
@@ -954,6 +992,12 @@ fn full_results(m: &str) -> Vec<Value> {
                 "kind": "edit", "title": "t", "reason": "r", "arguments": {},
                 "options": [{"decision": "once", "label": "l"}],
             })],
+            usage: vec![UsageTotal {
+                model: "m".into(),
+                input_tokens: 1,
+                output_tokens: 1,
+                cached_tokens: 1,
+            }],
         })],
         method::PROMPT => vec![v(&PromptResult {
             turn_id: "t".into(),

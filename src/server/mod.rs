@@ -378,17 +378,7 @@ impl Server {
                 self.engine.set_client_can_answer(can_answer);
                 self.initialized = true;
                 let config = &self.engine.config;
-                let models = config
-                    .models
-                    .iter()
-                    .map(|(id, m)| wire::ModelInfo {
-                        id: id.clone(),
-                        provider: m.provider.clone(),
-                        name: m.name.clone(),
-                        context_window: m.context_window,
-                        vision: m.vision,
-                    })
-                    .collect();
+                let models = model_catalog(config);
                 self.answer(
                     id,
                     Ok(wire::InitializeResult {
@@ -401,8 +391,20 @@ impl Server {
                             session_store: !matches!(self.store, StoreSlot::None),
                             framing: self.framing,
                             image_prompts: true,
+                            document_prompts: true,
                         },
                         models,
+                        default_model: config.default_model.clone(),
+                    }),
+                );
+                Ok(())
+            }
+            method::MODELS_LIST => {
+                let config = &self.engine.config;
+                self.answer(
+                    id,
+                    Ok(wire::ModelsListResult {
+                        models: model_catalog(config),
                         default_model: config.default_model.clone(),
                     }),
                 );
@@ -714,6 +716,25 @@ fn open_workspace(cwd: &str) -> Result<Workspace, RpcErrorObject> {
     Workspace::open(vec![path.to_path_buf()]).map_err(|e| bad(&e.to_string()))
 }
 
+/// The model catalog as `initialize` and `models/list` report it.
+fn model_catalog(config: &crate::config::Config) -> Vec<wire::ModelInfo> {
+    config
+        .models
+        .iter()
+        .map(|(id, m)| wire::ModelInfo {
+            id: id.clone(),
+            provider: m.provider.clone(),
+            name: m.name.clone(),
+            context_window: m.context_window,
+            max_output_tokens: m.max_output_tokens,
+            vision: m.vision,
+            pdf: m.pdf,
+            reasoning: m.reasoning,
+            parallel_tool_calls: m.parallel_tool_calls,
+        })
+        .collect()
+}
+
 fn prompt_parts(content: wire::PromptContent) -> Result<Vec<Part>, RpcErrorObject> {
     let parts: Vec<Part> = match content {
         wire::PromptContent::Text(text) => vec![Part::Text { text }],
@@ -722,17 +743,36 @@ fn prompt_parts(content: wire::PromptContent) -> Result<Vec<Part>, RpcErrorObjec
             .map(|p| match p {
                 wire::ContentPart::Text { text } => Part::Text { text },
                 wire::ContentPart::Image { mime_type, data } => Part::Image { mime_type, data },
+                wire::ContentPart::Document {
+                    mime_type,
+                    data,
+                    name,
+                } => Part::Document {
+                    mime_type,
+                    data,
+                    name,
+                },
             })
             .collect(),
     };
+    for part in &parts {
+        if let Part::Document { mime_type, .. } = part {
+            if mime_type != "application/pdf" {
+                return Err(RpcErrorObject::new(
+                    ErrorKind::InvalidParams,
+                    format!("document parts must be PDFs (mimeType \"application/pdf\"), got \"{mime_type}\"; send other files as text"),
+                ));
+            }
+        }
+    }
     let empty = parts.iter().all(|p| match p {
         Part::Text { text } => text.trim().is_empty(),
-        Part::Image { data, .. } => data.is_empty(),
+        Part::Image { data, .. } | Part::Document { data, .. } => data.is_empty(),
     });
     if empty {
         return Err(RpcErrorObject::new(
             ErrorKind::InvalidParams,
-            "prompt content is empty; send some text or an image",
+            "prompt content is empty; send some text, an image or a document",
         ));
     }
     Ok(parts)
@@ -759,6 +799,16 @@ fn load_result(handle: &SessionHandle, cwd: &str, pending: Vec<Value>) -> wire::
         },
         messages: display_history(&state.history),
         pending,
+        usage: state
+            .usage
+            .iter()
+            .map(|u| wire::UsageTotal {
+                model: u.model.clone(),
+                input_tokens: u.input_tokens,
+                output_tokens: u.output_tokens,
+                cached_tokens: u.cached_tokens,
+            })
+            .collect(),
     }
 }
 
@@ -780,7 +830,25 @@ pub fn display_history(history: &[crate::engine::history::Message]) -> Vec<Value
                         Part::Image { mime_type, data } => {
                             Some(serde_json::json!({"mimeType": mime_type, "data": data}))
                         }
-                        Part::Text { .. } => None,
+                        _ => None,
+                    })
+                    .collect();
+                let documents: Vec<Value> = message
+                    .parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::Document {
+                            mime_type,
+                            data,
+                            name,
+                        } => {
+                            let mut d = serde_json::json!({"mimeType": mime_type, "data": data});
+                            if let Some(name) = name {
+                                d["name"] = Value::from(name.clone());
+                            }
+                            Some(d)
+                        }
+                        _ => None,
                     })
                     .collect();
                 let mut entry = serde_json::json!({
@@ -790,6 +858,9 @@ pub fn display_history(history: &[crate::engine::history::Message]) -> Vec<Value
                 });
                 if !images.is_empty() {
                     entry["images"] = Value::Array(images);
+                }
+                if !documents.is_empty() {
+                    entry["documents"] = Value::Array(documents);
                 }
                 out.push(entry);
             }
