@@ -97,9 +97,7 @@ impl From<RawModelConfig> for ModelConfig {
                 .context_window
                 .or(known.map(|k| k.context_window))
                 .unwrap_or_else(default_context_window),
-            max_output_tokens: raw
-                .max_output_tokens
-                .or(known.map(|k| k.max_output_tokens)),
+            max_output_tokens: raw.max_output_tokens.or(known.map(|k| k.max_output_tokens)),
             vision: raw.vision.or(known.map(|k| k.vision)).unwrap_or(false),
             pdf: raw.pdf.or(known.map(|k| k.pdf)).unwrap_or(false),
             // A thinking budget says the user wants the model to think.
@@ -134,20 +132,59 @@ pub struct KnownModel {
 /// (the first matching prefix wins, so longer prefixes come first). Vendor prefixes such as
 /// `models/`, `anthropic/` or `openai/` (OpenRouter) are ignored.
 const KNOWN_MODELS: &[(&str, KnownModel)] = &[
-    ("claude-3-5-haiku", known(200_000, 8_192, true, true, false, true)),
-    ("claude-3-5-sonnet", known(200_000, 8_192, true, true, false, true)),
-    ("claude-3-7-sonnet", known(200_000, 64_000, true, true, true, true)),
-    ("claude-3-haiku", known(200_000, 4_096, true, false, false, true)),
-    ("claude-3-opus", known(200_000, 4_096, true, false, false, true)),
-    ("claude-opus-4-5", known(200_000, 64_000, true, true, true, true)),
-    ("claude-opus-4", known(200_000, 32_000, true, true, true, true)),
-    ("claude-sonnet-4", known(200_000, 64_000, true, true, true, true)),
-    ("claude-haiku-4", known(200_000, 64_000, true, true, true, true)),
+    (
+        "claude-3-5-haiku",
+        known(200_000, 8_192, true, true, false, true),
+    ),
+    (
+        "claude-3-5-sonnet",
+        known(200_000, 8_192, true, true, false, true),
+    ),
+    (
+        "claude-3-7-sonnet",
+        known(200_000, 64_000, true, true, true, true),
+    ),
+    (
+        "claude-3-haiku",
+        known(200_000, 4_096, true, false, false, true),
+    ),
+    (
+        "claude-3-opus",
+        known(200_000, 4_096, true, false, false, true),
+    ),
+    (
+        "claude-opus-4-5",
+        known(200_000, 64_000, true, true, true, true),
+    ),
+    (
+        "claude-opus-4",
+        known(200_000, 32_000, true, true, true, true),
+    ),
+    (
+        "claude-sonnet-4",
+        known(200_000, 64_000, true, true, true, true),
+    ),
+    (
+        "claude-haiku-4",
+        known(200_000, 64_000, true, true, true, true),
+    ),
     ("claude-", known(200_000, 8_192, true, true, false, true)),
-    ("gemini-1.5-pro", known(2_097_152, 8_192, true, true, false, true)),
-    ("gemini-1.5", known(1_048_576, 8_192, true, true, false, true)),
-    ("gemini-2.0", known(1_048_576, 8_192, true, true, false, true)),
-    ("gemini-2.5", known(1_048_576, 65_536, true, true, true, true)),
+    (
+        "gemini-1.5-pro",
+        known(2_097_152, 8_192, true, true, false, true),
+    ),
+    (
+        "gemini-1.5",
+        known(1_048_576, 8_192, true, true, false, true),
+    ),
+    (
+        "gemini-2.0",
+        known(1_048_576, 8_192, true, true, false, true),
+    ),
+    (
+        "gemini-2.5",
+        known(1_048_576, 65_536, true, true, true, true),
+    ),
     ("gemini-3", known(1_048_576, 65_536, true, true, true, true)),
     ("gemini-", known(1_048_576, 8_192, true, true, false, true)),
     ("gpt-4o", known(128_000, 16_384, true, true, false, true)),
@@ -353,7 +390,8 @@ impl Config {
                     model.provider, model.provider
                 )));
             };
-            if let (ProviderKind::Anthropic, Some(budget)) = (provider.kind, model.thinking_budget) {
+            if let (ProviderKind::Anthropic, Some(budget)) = (provider.kind, model.thinking_budget)
+            {
                 let max = model.max_output_tokens.unwrap_or(8_192);
                 if budget < 1_024 || budget >= max {
                     return Err(invalid(format!(
@@ -510,7 +548,10 @@ name = "some-local-thing"
         let err = Config::parse(text, Path::new("t.toml"))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("thinking_budget = 9000") && err.contains("8192"), "{err}");
+        assert!(
+            err.contains("thinking_budget = 9000") && err.contains("8192"),
+            "{err}"
+        );
     }
 
     #[test]

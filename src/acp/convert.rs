@@ -209,25 +209,23 @@ pub fn prompt_parts(blocks: Vec<acp::ContentBlock>) -> Vec<Part> {
                         t.text.trim_end_matches('\n')
                     ),
                 },
-                acp::EmbeddedResourceResource::BlobResourceContents(b) => {
-                    match b.mime_type {
-                        Some(mime_type) if mime_type.starts_with("image/") => Part::Image {
-                            mime_type,
-                            data: b.blob,
-                        },
-                        Some(mime_type) if mime_type == "application/pdf" => Part::Document {
-                            mime_type,
-                            data: b.blob,
-                            name: b.uri.rsplit('/').next().map(str::to_owned),
-                        },
-                        _ => Part::Text {
-                            text: format!(
-                                "(binary resource {} attached; read it with the tools if needed)",
-                                b.uri
-                            ),
-                        },
-                    }
-                }
+                acp::EmbeddedResourceResource::BlobResourceContents(b) => match b.mime_type {
+                    Some(mime_type) if mime_type.starts_with("image/") => Part::Image {
+                        mime_type,
+                        data: b.blob,
+                    },
+                    Some(mime_type) if mime_type == "application/pdf" => Part::Document {
+                        mime_type,
+                        data: b.blob,
+                        name: b.uri.rsplit('/').next().map(str::to_owned),
+                    },
+                    _ => Part::Text {
+                        text: format!(
+                            "(binary resource {} attached; read it with the tools if needed)",
+                            b.uri
+                        ),
+                    },
+                },
                 _ => Part::Text {
                     text: "(an attachment of an unknown kind was dropped)".to_owned(),
                 },

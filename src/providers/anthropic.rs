@@ -131,7 +131,10 @@ pub fn request_body(request: &ProviderRequest) -> Value {
     if messages.first().map(|(role, _)| *role) == Some("assistant") {
         messages.insert(
             0,
-            ("user", vec![json!({"type": "text", "text": "(the conversation continues)"})]),
+            (
+                "user",
+                vec![json!({"type": "text", "text": "(the conversation continues)"})],
+            ),
         );
     }
     // Prompt caching: one breakpoint on the last block of the last message caches everything
@@ -150,6 +153,7 @@ pub fn request_body(request: &ProviderRequest) -> Value {
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect();
 
+    let thinking_ok = thinking_allowed(&messages);
     let max_tokens = request.max_output_tokens.unwrap_or(FALLBACK_MAX_TOKENS);
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
@@ -162,11 +166,7 @@ pub fn request_body(request: &ProviderRequest) -> Value {
         );
     }
     body.insert("messages".into(), Value::Array(messages));
-    if let (true, Some(budget), true) = (
-        request.reasoning,
-        request.thinking_budget,
-        thinking_allowed(&messages),
-    ) {
+    if let (true, Some(budget), true) = (request.reasoning, request.thinking_budget, thinking_ok) {
         // The budget must stay below max_tokens; the config check keeps it there, this keeps a
         // hand-built request valid too.
         let budget = budget.min(max_tokens.saturating_sub(1)).max(1_024);
@@ -199,7 +199,10 @@ fn thinking_allowed(messages: &[Value]) -> bool {
     let Some(last_assistant) = messages.iter().rev().find(|m| m["role"] == "assistant") else {
         return true;
     };
-    let blocks = last_assistant["content"].as_array().cloned().unwrap_or_default();
+    let blocks = last_assistant["content"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let in_tool_loop = blocks.iter().any(|b| b["type"] == "tool_use");
     let starts_with_thinking = matches!(
         blocks.first().and_then(|b| b["type"].as_str()),
@@ -417,8 +420,7 @@ impl SseParser for Parser {
                         }
                     }
                     "signature_delta" => {
-                        if let Some(Block::Thinking { signature, .. }) =
-                            self.blocks.get_mut(&index)
+                        if let Some(Block::Thinking { signature, .. }) = self.blocks.get_mut(&index)
                         {
                             signature.push_str(&text("signature"));
                         }

@@ -291,8 +291,9 @@ fn finish_reason(reason: &str, called: bool) -> FinishReason {
         "STOP" if called => FinishReason::ToolCalls,
         "STOP" => FinishReason::Stop,
         "MAX_TOKENS" => FinishReason::Length,
-        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII"
-        | "IMAGE_SAFETY" => FinishReason::ContentFilter,
+        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => {
+            FinishReason::ContentFilter
+        }
         other => FinishReason::Other(other.to_owned()),
     }
 }
@@ -463,7 +464,10 @@ mod tests {
         let body = request_body(&request);
         let contents = body["contents"].as_array().unwrap();
         assert_eq!(contents.len(), 3, "{body:#}");
-        assert_eq!(contents[0]["parts"][1]["inlineData"]["mimeType"], "image/png");
+        assert_eq!(
+            contents[0]["parts"][1]["inlineData"]["mimeType"],
+            "image/png"
+        );
         assert_eq!(contents[1]["role"], "model");
         assert_eq!(contents[1]["parts"][1]["thoughtSignature"], "SIG");
         assert!(contents[1]["parts"][2].get("thoughtSignature").is_none());

@@ -126,7 +126,8 @@ type Events = futures_util::stream::BoxStream<
 >;
 
 enum State<P> {
-    Start(reqwest::RequestBuilder, String, P),
+    // Boxed: the request builder is large and lives only until the response arrives.
+    Start(Box<(reqwest::RequestBuilder, String, P)>),
     Streaming {
         events: Events,
         pending: VecDeque<Chunk>,
@@ -138,8 +139,13 @@ enum State<P> {
 }
 
 /// Send `request` and stream its SSE body through `parser`.
-pub fn stream_sse<P: SseParser>(request: reqwest::RequestBuilder, url: String, parser: P) -> ChunkStream {
-    futures_util::stream::unfold(State::Start(request, url, parser), |mut state| async move {
+pub fn stream_sse<P: SseParser>(
+    request: reqwest::RequestBuilder,
+    url: String,
+    parser: P,
+) -> ChunkStream {
+    let start = State::Start(Box::new((request, url, parser)));
+    futures_util::stream::unfold(start, |mut state| async move {
         loop {
             state = match state {
                 State::Done => return None,
@@ -147,7 +153,8 @@ pub fn stream_sse<P: SseParser>(request: reqwest::RequestBuilder, url: String, p
                     let chunk = pending.pop_front()?;
                     return Some((Ok(chunk), State::Draining(pending)));
                 }
-                State::Start(request, url, parser) => {
+                State::Start(start) => {
+                    let (request, url, parser) = *start;
                     let response = match request.send().await {
                         Ok(r) => r,
                         Err(e) => {
@@ -263,7 +270,9 @@ mod tests {
             r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
             Some(Duration::from_secs(2)),
         );
-        assert!(e.retriable && e.message.contains("Overloaded") && e.message.contains("overloaded"));
+        assert!(
+            e.retriable && e.message.contains("Overloaded") && e.message.contains("overloaded")
+        );
         assert_eq!(e.retry_after, Some(Duration::from_secs(2)));
         let e = http_error(
             400,
@@ -283,7 +292,11 @@ mod tests {
             None,
         );
         assert!(!e.retriable && e.message.contains("api_key_env"));
-        let e = http_error(403, r#"{"type":"error","error":{"type":"permission_error","message":"no"}}"#, None);
+        let e = http_error(
+            403,
+            r#"{"type":"error","error":{"type":"permission_error","message":"no"}}"#,
+            None,
+        );
         assert!(!e.retriable);
     }
 

@@ -120,7 +120,10 @@ pub enum Chunk {
     Usage(Usage),
     /// A provider-private extra for the assistant message (key `_<kind>.…`), such as
     /// Anthropic's signed thinking blocks. A later extra with the same key replaces the earlier.
-    Extra { key: String, value: Value },
+    Extra {
+        key: String,
+        value: Value,
+    },
     /// A provider-private extra for tool call `index`, such as Gemini's thought signature.
     ToolCallExtra {
         index: usize,
