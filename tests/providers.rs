@@ -770,12 +770,19 @@ async fn initialize_and_models_list_report_the_catalog() {
 #[tokio::test]
 async fn anthropic_overload_is_retried_and_a_bad_request_is_not() {
     let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
     let mock = MockLlm::start().await;
     mock.push(Script::new().step(Step::HttpError {
         status: 529,
         body: json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}).to_string(),
         retry_after: None,
     }));
+    mock.push(
+        Script::new()
+            .tool_call("toolu_r", "read_file", r#"{"path":"a.txt"}"#)
+            .finish("tool_calls")
+            .done(),
+    );
     mock.push(Script::new().text("Back.").finish("stop").done());
     let t = start(&mock, "claude").await;
     let sid = t.new_session(ws.path()).await;
@@ -802,6 +809,13 @@ async fn anthropic_overload_is_retried_and_a_bad_request_is_not() {
         "{:?}",
         types(&events)
     );
+    // The summarizing request offers no tools, so the earlier call is written out as text
+    // (Anthropic refuses tool blocks in a request without tools; the mock does too).
+    let recorded = mock.recorded();
+    let summary = &recorded[recorded.len() - 2];
+    assert!(summary.rejected.is_none(), "{:?}", summary.rejected);
+    assert!(summary.body.get("tools").is_none());
+    assert!(contains_text(&summary.body, "[called tool read_file"));
 
     mock.push(Script::new().step(Step::HttpError {
         status: 401,

@@ -77,6 +77,9 @@ impl Provider for AnthropicProvider {
 
 /// The JSON body of one streamed Messages request.
 pub fn request_body(request: &ProviderRequest) -> Value {
+    // Anthropic refuses `tool_use`/`tool_result` blocks in a request that defines no tools (the
+    // summarizing request of a compaction); there the calls are written out as text instead.
+    let as_text = request.tools.is_empty();
     let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for message in &request.messages {
         let (role, blocks) = match message {
@@ -94,15 +97,27 @@ pub fn request_body(request: &ProviderRequest) -> Value {
                     blocks.push(json!({"type": "text", "text": text}));
                 }
                 for call in tool_calls {
-                    blocks.push(json!({
-                        "type": "tool_use",
-                        "id": call.id,
-                        "name": call.name,
-                        "input": tool_input(&call.arguments),
-                    }));
+                    blocks.push(if as_text {
+                        json!({"type": "text", "text": super::call_as_text(call)})
+                    } else {
+                        json!({
+                            "type": "tool_use",
+                            "id": call.id,
+                            "name": call.name,
+                            "input": tool_input(&call.arguments),
+                        })
+                    });
+                }
+                if as_text {
+                    // Thinking blocks only make sense next to the calls they led to.
+                    blocks.retain(|b| b["type"] == "text");
                 }
                 ("assistant", blocks)
             }
+            OutboundMessage::Tool { name, content, .. } if as_text => (
+                "user",
+                vec![json!({"type": "text", "text": super::result_as_text(name, content)})],
+            ),
             OutboundMessage::Tool {
                 tool_call_id,
                 content,
@@ -555,6 +570,44 @@ mod tests {
         assert_eq!(body["thinking"]["budget_tokens"], 2_048);
         assert_eq!(body["system"][0]["text"], "be brief");
         assert_eq!(body["tools"][0]["input_schema"], json!({"type": "object"}));
+    }
+
+    #[test]
+    fn a_request_without_tools_writes_calls_as_text() {
+        let mut extras = BTreeMap::new();
+        extras.insert(
+            THINKING_EXTRA.to_owned(),
+            json!([{"type": "thinking", "thinking": "hm", "signature": "sig"}]),
+        );
+        let mut req = request(vec![
+            user("hi"),
+            OutboundMessage::Assistant {
+                text: String::new(),
+                tool_calls: vec![OutboundToolCall {
+                    id: "t1".into(),
+                    name: "read_file".into(),
+                    arguments: r#"{"path":"a"}"#.into(),
+                    extras: BTreeMap::new(),
+                }],
+                extras,
+            },
+            OutboundMessage::Tool {
+                tool_call_id: "t1".into(),
+                name: "read_file".into(),
+                content: "one".into(),
+            },
+            user("summarize"),
+        ]);
+        req.tools.clear();
+        let body = request_body(&req);
+        let text = body.to_string();
+        assert!(
+            !text.contains("tool_use") && !text.contains("tool_result"),
+            "{body:#}"
+        );
+        assert!(!text.contains("\"thinking\":\"hm\""), "{body:#}");
+        assert!(text.contains("[called tool read_file"), "{body:#}");
+        assert_eq!(body["messages"].as_array().unwrap().len(), 3);
     }
 
     #[test]

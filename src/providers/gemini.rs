@@ -75,6 +75,9 @@ impl Provider for GeminiProvider {
 
 /// The JSON body of one `streamGenerateContent` request.
 pub fn request_body(request: &ProviderRequest) -> Value {
+    // Without declared tools (the summarizing request of a compaction), calls and results are
+    // written out as text rather than as function parts nothing declares.
+    let as_text = request.tools.is_empty();
     let mut contents: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for message in &request.messages {
         let (role, parts) = match message {
@@ -93,7 +96,10 @@ pub fn request_body(request: &ProviderRequest) -> Value {
                     }
                     parts.push(part);
                 }
-                for call in tool_calls {
+                for call in tool_calls.iter().filter(|_| as_text) {
+                    parts.push(json!({"text": super::call_as_text(call)}));
+                }
+                for call in tool_calls.iter().filter(|_| !as_text) {
                     let mut part = json!({
                         "functionCall": {"name": call.name, "args": call_args(&call.arguments)}
                     });
@@ -104,6 +110,10 @@ pub fn request_body(request: &ProviderRequest) -> Value {
                 }
                 ("model", parts)
             }
+            OutboundMessage::Tool { name, content, .. } if as_text => (
+                "user",
+                vec![json!({"text": super::result_as_text(name, content)})],
+            ),
             OutboundMessage::Tool { name, content, .. } => (
                 "user",
                 vec![json!({

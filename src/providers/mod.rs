@@ -180,6 +180,16 @@ pub fn looks_like_context_overflow(text: &str) -> bool {
     .any(|needle| text.contains(needle))
 }
 
+/// A tool call written out as text, for a request that declares no tools.
+pub fn call_as_text(call: &OutboundToolCall) -> String {
+    format!("[called tool {} with {}]", call.name, call.arguments)
+}
+
+/// A tool result written out as text, for a request that declares no tools.
+pub fn result_as_text(name: &str, content: &str) -> String {
+    format!("[result of tool {name}]\n{content}")
+}
+
 pub type ChunkStream = BoxStream<'static, Result<Chunk, ProviderError>>;
 
 pub trait Provider: Send + Sync {

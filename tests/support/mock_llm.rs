@@ -921,6 +921,19 @@ fn check_anthropic(body: &Value) -> Result<(), String> {
             "the last message has tool_use without results: {open:?}"
         ));
     }
+    let uses_tools = messages.iter().any(|m| {
+        m["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|b| b["type"] == "tool_use" || b["type"] == "tool_result")
+    });
+    let has_tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
+    if uses_tools && !has_tools {
+        return Err(
+            "Requests which include `tool_use` or `tool_result` blocks must define tools.".into(),
+        );
+    }
     Ok(())
 }
 
