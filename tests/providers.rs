@@ -942,3 +942,88 @@ async fn the_vendor_sdks_parse_the_mock_streams() {
     assert_eq!(g["finishReason"], "STOP");
     assert_eq!(g["usage"], json!({"prompt": 70, "candidates": 9}));
 }
+
+/// Streams that break (a reset connection for Anthropic, a body that ends before any
+/// `finishReason` for Gemini) are retried from a clean request, and the text the user already
+/// saw is not shown twice.
+#[tokio::test]
+async fn native_streams_cut_short_are_retried_without_repeating_text() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    let t = start(&mock, "claude").await;
+    let sid = t.new_session(ws.path()).await;
+    for (model, cut) in [
+        ("claude", Script::new().text("Hel").disconnect()),
+        ("gemini", Script::new().text("Hel")),
+    ] {
+        t.switch_model(&sid, model).await;
+        mock.push(cut);
+        mock.push(Script::new().text("Hello there.").finish("stop").done());
+        let turn = t.prompt(&sid, "greet").await;
+        let events = completed(&t, &sid, &turn).await;
+        let shown: String = events
+            .iter()
+            .filter(|e| e["type"] == "assistantDelta")
+            .filter_map(|e| e["text"].as_str())
+            .collect();
+        assert_eq!(shown, "Hello there.", "{model}");
+        let message = events
+            .iter()
+            .find(|e| e["type"] == "assistantMessage")
+            .unwrap();
+        assert_eq!(message["text"], "Hello there.", "{model}");
+        assert!(
+            events
+                .iter()
+                .any(|e| e["type"] == "notice" && e["kind"] == "retrying"),
+            "{model}: {:?}",
+            types(&events)
+        );
+    }
+    let dialects: Vec<Dialect> = mock.recorded().iter().map(|r| r.dialect).collect();
+    assert_eq!(
+        dialects,
+        vec![
+            Dialect::Anthropic,
+            Dialect::Anthropic,
+            Dialect::Gemini,
+            Dialect::Gemini
+        ]
+    );
+}
+
+/// `stop` while a native stream is open keeps the text already shown and closes the connection.
+#[tokio::test]
+async fn stop_during_a_native_stream_closes_it_and_keeps_the_shown_text() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    let t = start(&mock, "gemini").await;
+    let sid = t.new_session(ws.path()).await;
+    for model in ["gemini", "claude"] {
+        t.switch_model(&sid, model).await;
+        let gate = Gate::new();
+        mock.push(
+            Script::new()
+                .text("Partial answer")
+                .wait_for(&gate)
+                .text(" never seen")
+                .finish("stop")
+                .done(),
+        );
+        let turn = t.prompt(&sid, "talk").await;
+        t.wait_event(&sid, |e| {
+            e["type"] == "assistantDelta" && e["turnId"] == turn.as_str()
+        })
+        .await;
+        gate.wait_reached().await;
+        assert!(t.stop(&sid).await, "{model}");
+        let events = t.wait_turn(&sid, &turn).await;
+        assert_eq!(events.last().unwrap()["reason"], "interrupted", "{model}");
+        let message = events
+            .iter()
+            .find(|e| e["type"] == "assistantMessage")
+            .unwrap();
+        assert_eq!(message["text"], "Partial answer", "{model}");
+    }
+    mock.wait_for_cancelled(2).await;
+}

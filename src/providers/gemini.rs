@@ -21,6 +21,9 @@ use super::{
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
 /// The extra holding a thought signature, on a tool call or on the assistant message.
 pub const SIGNATURE_EXTRA: &str = "_gemini.thoughtSignature";
+/// The value Google documents for function calls that carry no signature of their own (calls
+/// another vendor's model made): Gemini 3 refuses unsigned calls in the current turn otherwise.
+const UNSIGNED_CALL: &str = "skip_thought_signature_validator";
 
 pub struct GeminiProvider {
     base_url: String,
@@ -131,6 +134,9 @@ pub fn request_body(request: &ProviderRequest) -> Value {
             _ => contents.push((role, parts)),
         }
     }
+    if request.model.contains("gemini-3") {
+        sign_current_turn(&mut contents);
+    }
     let contents: Vec<Value> = contents
         .into_iter()
         .map(|(role, parts)| json!({"role": role, "parts": parts}))
@@ -176,6 +182,27 @@ pub fn request_body(request: &ProviderRequest) -> Value {
         body.insert("generationConfig".into(), Value::Object(generation));
     }
     Value::Object(body)
+}
+
+/// Give the first function call of each model step in the current turn (after the last user
+/// content that is not only function responses) a signature if it has none.
+fn sign_current_turn(contents: &mut [(&'static str, Vec<Value>)]) {
+    let turn_start = contents
+        .iter()
+        .rposition(|(role, parts)| {
+            *role == "user" && parts.iter().any(|p| p.get("functionResponse").is_none())
+        })
+        .unwrap_or(0);
+    for (role, parts) in contents.iter_mut().skip(turn_start) {
+        if *role != "model" {
+            continue;
+        }
+        if let Some(first_call) = parts.iter_mut().find(|p| p.get("functionCall").is_some()) {
+            if first_call.get("thoughtSignature").is_none() {
+                first_call["thoughtSignature"] = json!(UNSIGNED_CALL);
+            }
+        }
+    }
 }
 
 fn user_parts(parts: &[OutboundPart]) -> Vec<Value> {
@@ -496,6 +523,66 @@ mod tests {
             body["generationConfig"]["thinkingConfig"]["includeThoughts"],
             true
         );
+    }
+
+    #[test]
+    fn gemini_3_gets_a_placeholder_signature_only_on_unsigned_calls_of_the_current_turn() {
+        let call = |id: &str| OutboundToolCall {
+            id: id.into(),
+            name: "read_file".into(),
+            arguments: "{}".into(),
+            extras: BTreeMap::new(),
+        };
+        let step = |id: &str| OutboundMessage::Assistant {
+            text: String::new(),
+            tool_calls: vec![call(id)],
+            extras: BTreeMap::new(),
+        };
+        let result = |id: &str| OutboundMessage::Tool {
+            tool_call_id: id.into(),
+            name: "read_file".into(),
+            content: "x".into(),
+        };
+        let user = |t: &str| OutboundMessage::User {
+            parts: vec![OutboundPart::Text(t.into())],
+        };
+        let mut request = ProviderRequest {
+            model: "gemini-3-pro-preview".into(),
+            system: String::new(),
+            messages: vec![
+                user("old"),
+                step("a"),
+                result("a"),
+                user("new"),
+                step("b"),
+                result("b"),
+                step("c"),
+                result("c"),
+            ],
+            tools: vec![ToolSpec {
+                name: "read_file",
+                description: "read",
+                parameters: json!({"type": "object"}),
+            }],
+            max_output_tokens: None,
+            reasoning: false,
+            thinking_budget: None,
+            parallel_tool_calls: true,
+        };
+        let body = request_body(&request);
+        let signatures: Vec<Value> = body["contents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["role"] == "model")
+            .map(|c| c["parts"][0]["thoughtSignature"].clone())
+            .collect();
+        assert_eq!(
+            signatures,
+            vec![Value::Null, json!(UNSIGNED_CALL), json!(UNSIGNED_CALL)]
+        );
+        request.model = "gemini-2.5-pro".into();
+        assert!(!request_body(&request).to_string().contains(UNSIGNED_CALL));
     }
 
     #[test]
