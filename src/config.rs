@@ -20,6 +20,10 @@ pub enum ProviderKind {
     /// OpenAI-compatible `/chat/completions` with streaming (OpenAI, OpenRouter, Ollama, vLLM,
     /// llama.cpp, LM Studio).
     Openai,
+    /// Anthropic's Messages API (`/v1/messages`) with streaming.
+    Anthropic,
+    /// Google's Gemini API (`/v1beta/models/{model}:streamGenerateContent`).
+    Gemini,
     /// The built-in offline demo provider.
     Scripted,
 }
@@ -35,19 +39,187 @@ pub struct ProviderConfig {
     pub api_key_env: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One model of the catalog, with every capability resolved.
+///
+/// Fields the config leaves out come from [`known_model`] (by the provider-side `name`), then
+/// from conservative defaults, so `initialize` and the engine always see a complete entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "RawModelConfig")]
 pub struct ModelConfig {
     pub provider: String,
     /// The model name sent to the provider.
     pub name: String,
-    #[serde(default = "default_context_window")]
     pub context_window: u64,
-    #[serde(default)]
+    /// The most tokens one answer may have; sent as the request's output limit when known
+    /// (Anthropic requires one, so it falls back to 8192 there).
     pub max_output_tokens: Option<u64>,
     /// Whether the model accepts images; images are replaced in the outbound view otherwise.
-    #[serde(default)]
     pub vision: bool,
+    /// Whether the model reads PDF documents natively; replaced in the outbound view otherwise.
+    pub pdf: bool,
+    /// Whether the model thinks before it answers (reasoning text, thinking blocks).
+    pub reasoning: bool,
+    /// Whether the model may call several tools in one answer.
+    pub parallel_tool_calls: bool,
+    /// The thinking budget in tokens: Anthropic's `thinking.budget_tokens` and Gemini's
+    /// `thinkingConfig.thinkingBudget`. Without it Anthropic models answer without extended
+    /// thinking and Gemini thinks with its own default budget.
+    pub thinking_budget: Option<u64>,
+}
+
+/// The config file's shape of a model: everything but `provider` and `name` is optional.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawModelConfig {
+    provider: String,
+    name: String,
+    #[serde(default)]
+    context_window: Option<u64>,
+    #[serde(default)]
+    max_output_tokens: Option<u64>,
+    #[serde(default)]
+    vision: Option<bool>,
+    #[serde(default)]
+    pdf: Option<bool>,
+    #[serde(default)]
+    reasoning: Option<bool>,
+    #[serde(default)]
+    parallel_tool_calls: Option<bool>,
+    #[serde(default)]
+    thinking_budget: Option<u64>,
+}
+
+impl From<RawModelConfig> for ModelConfig {
+    fn from(raw: RawModelConfig) -> Self {
+        let known = known_model(&raw.name);
+        ModelConfig {
+            context_window: raw
+                .context_window
+                .or(known.map(|k| k.context_window))
+                .unwrap_or_else(default_context_window),
+            max_output_tokens: raw.max_output_tokens.or(known.map(|k| k.max_output_tokens)),
+            vision: raw.vision.or(known.map(|k| k.vision)).unwrap_or(false),
+            pdf: raw.pdf.or(known.map(|k| k.pdf)).unwrap_or(false),
+            // A thinking budget says the user wants the model to think.
+            reasoning: raw
+                .reasoning
+                .or(raw.thinking_budget.map(|_| true))
+                .or(known.map(|k| k.reasoning))
+                .unwrap_or(false),
+            parallel_tool_calls: raw
+                .parallel_tool_calls
+                .or(known.map(|k| k.parallel_tool_calls))
+                .unwrap_or(true),
+            thinking_budget: raw.thinking_budget,
+            provider: raw.provider,
+            name: raw.name,
+        }
+    }
+}
+
+/// What tandem knows about a well-known model id, used for fields the config leaves out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KnownModel {
+    pub context_window: u64,
+    pub max_output_tokens: u64,
+    pub vision: bool,
+    pub pdf: bool,
+    pub reasoning: bool,
+    pub parallel_tool_calls: bool,
+}
+
+/// Capabilities of well-known model families, matched by prefix of the provider-side name
+/// (the first matching prefix wins, so longer prefixes come first). Vendor prefixes such as
+/// `models/`, `anthropic/` or `openai/` (OpenRouter) are ignored.
+const KNOWN_MODELS: &[(&str, KnownModel)] = &[
+    (
+        "claude-3-5-haiku",
+        known(200_000, 8_192, true, true, false, true),
+    ),
+    (
+        "claude-3-5-sonnet",
+        known(200_000, 8_192, true, true, false, true),
+    ),
+    (
+        "claude-3-7-sonnet",
+        known(200_000, 64_000, true, true, true, true),
+    ),
+    (
+        "claude-3-haiku",
+        known(200_000, 4_096, true, false, false, true),
+    ),
+    (
+        "claude-3-opus",
+        known(200_000, 4_096, true, false, false, true),
+    ),
+    (
+        "claude-opus-4-5",
+        known(200_000, 64_000, true, true, true, true),
+    ),
+    (
+        "claude-opus-4",
+        known(200_000, 32_000, true, true, true, true),
+    ),
+    (
+        "claude-sonnet-4",
+        known(200_000, 64_000, true, true, true, true),
+    ),
+    (
+        "claude-haiku-4",
+        known(200_000, 64_000, true, true, true, true),
+    ),
+    ("claude-", known(200_000, 8_192, true, true, false, true)),
+    (
+        "gemini-1.5-pro",
+        known(2_097_152, 8_192, true, true, false, true),
+    ),
+    (
+        "gemini-1.5",
+        known(1_048_576, 8_192, true, true, false, true),
+    ),
+    (
+        "gemini-2.0",
+        known(1_048_576, 8_192, true, true, false, true),
+    ),
+    (
+        "gemini-2.5",
+        known(1_048_576, 65_536, true, true, true, true),
+    ),
+    ("gemini-3", known(1_048_576, 65_536, true, true, true, true)),
+    ("gemini-", known(1_048_576, 8_192, true, true, false, true)),
+    ("gpt-4o", known(128_000, 16_384, true, true, false, true)),
+    ("gpt-4.1", known(1_047_576, 32_768, true, true, false, true)),
+    ("gpt-5", known(400_000, 128_000, true, true, true, true)),
+    ("o1", known(200_000, 100_000, true, true, true, false)),
+    ("o3", known(200_000, 100_000, true, true, true, true)),
+    ("o4-mini", known(200_000, 100_000, true, true, true, true)),
+];
+
+const fn known(
+    context_window: u64,
+    max_output_tokens: u64,
+    vision: bool,
+    pdf: bool,
+    reasoning: bool,
+    parallel_tool_calls: bool,
+) -> KnownModel {
+    KnownModel {
+        context_window,
+        max_output_tokens,
+        vision,
+        pdf,
+        reasoning,
+        parallel_tool_calls,
+    }
+}
+
+/// The catalog entry for a provider-side model name, if tandem knows its family.
+pub fn known_model(name: &str) -> Option<KnownModel> {
+    let bare = name.rsplit('/').next().unwrap_or(name);
+    KNOWN_MODELS
+        .iter()
+        .find(|(prefix, _)| bare.starts_with(prefix))
+        .map(|(_, k)| *k)
 }
 
 fn default_context_window() -> u64 {
@@ -152,6 +324,10 @@ impl Config {
                 context_window: default_context_window(),
                 max_output_tokens: None,
                 vision: false,
+                pdf: false,
+                reasoning: false,
+                parallel_tool_calls: true,
+                thinking_budget: None,
             },
         );
         Config {
@@ -208,14 +384,35 @@ impl Config {
             )));
         }
         for (id, model) in &self.models {
-            if !self.providers.contains_key(&model.provider) {
+            let Some(provider) = self.providers.get(&model.provider) else {
                 return Err(invalid(format!(
                     "[models.{id}] names provider \"{}\", which is not defined; add a [providers.{}] table",
                     model.provider, model.provider
                 )));
+            };
+            if let (ProviderKind::Anthropic, Some(budget)) = (provider.kind, model.thinking_budget)
+            {
+                let max = model.max_output_tokens.unwrap_or(8_192);
+                if budget < 1_024 || budget >= max {
+                    return Err(invalid(format!(
+                        "[models.{id}] thinking_budget = {budget} must be at least 1024 and below max_output_tokens ({max}) for Anthropic; lower it or raise max_output_tokens"
+                    )));
+                }
             }
         }
         for (name, provider) in &self.providers {
+            if let Some(url) = &provider.base_url {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(invalid(format!(
+                        "[providers.{name}] base_url = \"{url}\" must start with http:// or https://"
+                    )));
+                }
+            }
+            if provider.api_key_env.as_deref() == Some("") {
+                return Err(invalid(format!(
+                    "[providers.{name}] api_key_env is empty; name the environment variable that holds the key, for example \"ANTHROPIC_API_KEY\""
+                )));
+            }
             if provider.kind == ProviderKind::Openai {
                 match &provider.base_url {
                     Some(url) if url.starts_with("http://") || url.starts_with("https://") => {}
@@ -306,6 +503,55 @@ context_window = 128000
             .unwrap_err()
             .to_string();
         assert!(err.contains("needs base_url"), "{err}");
+    }
+
+    #[test]
+    fn catalog_defaults_fill_only_what_the_config_leaves_out() {
+        let text = r#"
+default_model = "claude"
+[providers.a]
+kind = "anthropic"
+api_key_env = "ANTHROPIC_API_KEY"
+[providers.g]
+kind = "gemini"
+[models.claude]
+provider = "a"
+name = "claude-sonnet-4-5-20250929"
+[models.flash]
+provider = "g"
+name = "models/gemini-2.5-flash"
+vision = false
+[models.odd]
+provider = "a"
+name = "some-local-thing"
+"#;
+        let config = Config::parse(text, Path::new("t.toml")).unwrap();
+        let claude = &config.models["claude"];
+        assert_eq!(claude.context_window, 200_000);
+        assert_eq!(claude.max_output_tokens, Some(64_000));
+        assert!(claude.vision && claude.pdf && claude.reasoning && claude.parallel_tool_calls);
+        let flash = &config.models["flash"];
+        assert!(!flash.vision, "an explicit value wins over the catalog");
+        assert!(flash.pdf && flash.reasoning);
+        assert_eq!(flash.context_window, 1_048_576);
+        let odd = &config.models["odd"];
+        assert_eq!(odd.context_window, 128_000);
+        assert_eq!(odd.max_output_tokens, None);
+        assert!(!odd.vision && !odd.pdf && !odd.reasoning && odd.parallel_tool_calls);
+        assert_eq!(known_model("gpt-4o-mini").map(|k| k.vision), Some(true));
+        assert_eq!(known_model("openai/o3").map(|k| k.reasoning), Some(true));
+    }
+
+    #[test]
+    fn anthropic_thinking_budget_must_fit_below_the_output_limit() {
+        let text = "default_model = \"m\"\n[providers.p]\nkind = \"anthropic\"\n[models.m]\nprovider = \"p\"\nname = \"claude-3-5-haiku-latest\"\nthinking_budget = 9000\n";
+        let err = Config::parse(text, Path::new("t.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("thinking_budget = 9000") && err.contains("8192"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -305,9 +305,9 @@ fn check_params(m: &str, params: &Value) -> Result<(), String> {
         method::SET_NETWORK_ACCESS => {
             round_trip::<SetNetworkAccessParams>(params)?;
         }
-        method::SHUTDOWN => {
+        method::SHUTDOWN | method::MODELS_LIST => {
             if params != &json!({}) {
-                return Err("shutdown takes no params".into());
+                return Err(format!("{m} takes no params"));
             }
         }
         other => {
@@ -330,6 +330,12 @@ fn check_result(m: &str, result: &Value) -> Result<(), String> {
                     r.protocol_version
                 ));
             }
+            if !r.models.iter().any(|model| model.id == r.default_model) {
+                return Err("defaultModel is not one of the models".into());
+            }
+        }
+        method::MODELS_LIST => {
+            let r: ModelsListResult = round_trip(result)?;
             if !r.models.iter().any(|model| model.id == r.default_model) {
                 return Err("defaultModel is not one of the models".into());
             }
@@ -394,6 +400,11 @@ fn full_history() -> Vec<history::Message> {
             Part::Image {
                 mime_type: "image/png".into(),
                 data: "AA==".into(),
+            },
+            Part::Document {
+                mime_type: "application/pdf".into(),
+                data: "JVBERi0=".into(),
+                name: Some("spec.pdf".into()),
             },
         ],
         Source::User,
@@ -617,6 +628,15 @@ fn check_load_result(result: &SessionLoadResult) -> Result<(), String> {
         {
             let image = image.as_object().ok_or("an image must be an object")?;
             allow_keys(image, &["mimeType", "data"])?;
+        }
+        for document in object
+            .get("documents")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let document = document.as_object().ok_or("a document must be an object")?;
+            allow_keys(document, &["mimeType", "data", "name"])?;
         }
     }
     for entry in &result.pending {
@@ -887,6 +907,11 @@ fn full_params(m: &str) -> Vec<Value> {
                         mime_type: "image/png".into(),
                         data: "AA==".into(),
                     },
+                    ContentPart::Document {
+                        mime_type: "application/pdf".into(),
+                        data: "JVBERi0=".into(),
+                        name: Some("spec.pdf".into()),
+                    },
                 ]),
             }),
         ],
@@ -923,6 +948,20 @@ fn full_params(m: &str) -> Vec<Value> {
     }
 }
 
+fn full_model_info() -> ModelInfo {
+    ModelInfo {
+        id: "m".into(),
+        provider: "p".into(),
+        name: "n".into(),
+        context_window: 1,
+        max_output_tokens: Some(1),
+        vision: false,
+        pdf: false,
+        reasoning: false,
+        parallel_tool_calls: true,
+    }
+}
+
 /// Every field each method's result can carry; none for methods answered only with errors.
 fn full_results(m: &str) -> Vec<Value> {
     let v = |x: &dyn erased::Ser| x.value();
@@ -937,14 +976,13 @@ fn full_results(m: &str) -> Vec<Value> {
                 session_store: true,
                 framing: Framing::Ndjson,
                 image_prompts: true,
+                document_prompts: true,
             },
-            models: vec![ModelInfo {
-                id: "m".into(),
-                provider: "p".into(),
-                name: "n".into(),
-                context_window: 1,
-                vision: false,
-            }],
+            models: vec![full_model_info()],
+            default_model: "m".into(),
+        })],
+        method::MODELS_LIST => vec![v(&ModelsListResult {
+            models: vec![full_model_info()],
             default_model: "m".into(),
         })],
         method::SESSION_NEW => vec![v(&SessionNewResult {
@@ -975,6 +1013,12 @@ fn full_results(m: &str) -> Vec<Value> {
                 "kind": "edit", "title": "t", "reason": "r", "arguments": {},
                 "options": [{"decision": "once", "label": "l"}],
             })],
+            usage: vec![UsageTotal {
+                model: "m".into(),
+                input_tokens: 1,
+                output_tokens: 1,
+                cached_tokens: 1,
+            }],
         })],
         method::PROMPT => vec![v(&PromptResult {
             turn_id: "t".into(),

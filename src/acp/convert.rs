@@ -66,7 +66,7 @@ pub fn config_options(
         .iter()
         .map(|(id, m)| {
             acp::SessionConfigSelectOption::new(id.clone(), id.clone())
-                .description(format!("{} via {}", m.name, m.provider))
+                .description(model_description(m))
         })
         .collect();
     let modes: Vec<acp::SessionConfigSelectOption> = MODES
@@ -95,6 +95,27 @@ pub fn config_options(
         )
         .description("Whether the agent's shell commands may use the network"),
     ]
+}
+
+/// A model's one-line description in the model picker: where it runs and what it can take.
+pub fn model_description(model: &crate::config::ModelConfig) -> String {
+    let mut text = format!(
+        "{} via {}; {}k context",
+        model.name,
+        model.provider,
+        model.context_window / 1_000
+    );
+    for (has, what) in [
+        (model.vision, "images"),
+        (model.pdf, "PDFs"),
+        (model.reasoning, "reasoning"),
+    ] {
+        if has {
+            text.push_str(", ");
+            text.push_str(what);
+        }
+    }
+    text
 }
 
 /// The legacy `modes` state, for clients that predate config options.
@@ -208,20 +229,23 @@ pub fn prompt_parts(blocks: Vec<acp::ContentBlock>) -> Vec<Part> {
                         t.text.trim_end_matches('\n')
                     ),
                 },
-                acp::EmbeddedResourceResource::BlobResourceContents(b) => {
-                    match b.mime_type.filter(|m| m.starts_with("image/")) {
-                        Some(mime_type) => Part::Image {
-                            mime_type,
-                            data: b.blob,
-                        },
-                        None => Part::Text {
-                            text: format!(
-                                "(binary resource {} attached; read it with the tools if needed)",
-                                b.uri
-                            ),
-                        },
-                    }
-                }
+                acp::EmbeddedResourceResource::BlobResourceContents(b) => match b.mime_type {
+                    Some(mime_type) if mime_type.starts_with("image/") => Part::Image {
+                        mime_type,
+                        data: b.blob,
+                    },
+                    Some(mime_type) if mime_type == "application/pdf" => Part::Document {
+                        mime_type,
+                        data: b.blob,
+                        name: b.uri.rsplit('/').next().map(str::to_owned),
+                    },
+                    _ => Part::Text {
+                        text: format!(
+                            "(binary resource {} attached; read it with the tools if needed)",
+                            b.uri
+                        ),
+                    },
+                },
                 _ => Part::Text {
                     text: "(an attachment of an unknown kind was dropped)".to_owned(),
                 },
@@ -297,6 +321,10 @@ pub fn replay(
                         Part::Image { mime_type, data } => acp::ContentBlock::Image(
                             acp::ImageContent::new(data.clone(), mime_type.clone()),
                         ),
+                        Part::Document { name, .. } => text_block(format!(
+                            "(PDF document {} attached)",
+                            name.as_deref().unwrap_or("without a name")
+                        )),
                     };
                     out.push(acp::SessionUpdate::UserMessageChunk(
                         acp::ContentChunk::new(block),

@@ -21,6 +21,9 @@ pub fn estimate_message(message: &Message) -> u64 {
             Part::Text { text } => estimate_text(text),
             // Vendors charge roughly a thousand tokens for a typical screenshot.
             Part::Image { .. } => 1_000,
+            // A PDF page costs about as much as an image; the page count is unknown here, so
+            // estimate from the size (base64 of a typical page is around 100 KB).
+            Part::Document { data, .. } => 1_500 * (data.len() as u64 / 100_000).max(1),
         };
     }
     for call in &message.tool_calls {

@@ -44,8 +44,20 @@ pub enum Source {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Part {
-    Text { text: String },
-    Image { mime_type: String, data: String },
+    Text {
+        text: String,
+    },
+    Image {
+        mime_type: String,
+        data: String,
+    },
+    /// A document the user attached (today: PDF), base64 in `data`; `name` is its file name.
+    Document {
+        mime_type: String,
+        data: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
 }
 
 /// One tool call as the model made it. `arguments` is the raw JSON text the model produced.
@@ -241,6 +253,13 @@ impl Message {
         self.parts
             .iter()
             .filter(|p| matches!(p, Part::Image { .. }))
+            .count()
+    }
+
+    pub fn document_count(&self) -> usize {
+        self.parts
+            .iter()
+            .filter(|p| matches!(p, Part::Document { .. }))
             .count()
     }
 }

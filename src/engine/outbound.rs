@@ -2,7 +2,7 @@
 //!
 //! Everything a provider ever sees passes through [`project`]. It drops notices and every
 //! sidecar, keeps provider-private extras only for the provider that owns them, degrades images
-//! the active model cannot take (in the view only, so a switch back restores them), and appends
+//! and PDFs the active model cannot take (in the view only, so a switch back restores them), and appends
 //! the per-turn context to the last user message at send time without persisting it.
 
 use std::collections::BTreeMap;
@@ -19,6 +19,8 @@ pub struct ProjectionContext<'a> {
     /// The client-facing model id, for the image placeholder text.
     pub model_id: &'a str,
     pub vision: bool,
+    /// Whether the model reads PDF documents natively.
+    pub pdf: bool,
     /// Per-turn context (mode reminder, workspace roots), appended to the last user message.
     pub turn_context: Option<&'a str>,
 }
@@ -43,6 +45,22 @@ fn project_parts(parts: &[Part], ctx: &ProjectionContext<'_>) -> Vec<OutboundPar
             },
             Part::Image { mime_type, .. } => OutboundPart::Text(format!(
                 "[an image ({mime_type}) was attached here; the current model {} cannot view images]",
+                ctx.model_id
+            )),
+            Part::Document {
+                mime_type,
+                data,
+                name,
+            } if ctx.pdf && mime_type == "application/pdf" => OutboundPart::Document {
+                mime_type: mime_type.clone(),
+                data: data.clone(),
+                name: name.clone(),
+            },
+            Part::Document {
+                mime_type, name, ..
+            } => OutboundPart::Text(format!(
+                "[a document {} ({mime_type}) was attached here; the current model {} cannot read it; ask the user to paste the relevant text or to switch to a model that reads PDFs]",
+                name.as_deref().map(|n| format!("\"{n}\"")).unwrap_or_else(|| "without a name".to_owned()),
                 ctx.model_id
             )),
         })
@@ -117,6 +135,7 @@ mod tests {
             provider_kind: "openai",
             model_id: "m",
             vision,
+            pdf: vision,
             turn_context: Some("<context>roots</context>"),
         }
     }
@@ -216,5 +235,27 @@ mod tests {
             matches!(&seeing[0], OutboundMessage::User { parts } if matches!(&parts[0], OutboundPart::Image { .. }))
         );
         assert!(matches!(history[0].parts[0], Part::Image { .. }));
+    }
+
+    #[test]
+    fn documents_degrade_only_in_the_view_with_their_name() {
+        let history = vec![Message::user(
+            vec![Part::Document {
+                mime_type: "application/pdf".into(),
+                data: "JVBERi0=".into(),
+                name: Some("spec.pdf".into()),
+            }],
+            Source::User,
+            None,
+        )];
+        let blind = project(&history, &ctx(false));
+        let reading = project(&history, &ctx(true));
+        assert!(
+            matches!(&blind[0], OutboundMessage::User { parts } if matches!(&parts[0], OutboundPart::Text(t) if t.contains("\"spec.pdf\"") && t.contains("cannot read it")))
+        );
+        assert!(
+            matches!(&reading[0], OutboundMessage::User { parts } if matches!(&parts[0], OutboundPart::Document { name: Some(n), .. } if n == "spec.pdf"))
+        );
+        assert!(matches!(history[0].parts[0], Part::Document { .. }));
     }
 }

@@ -13,7 +13,7 @@
 //! - repeated identical calls earn the model a warning, not a hard stop, and the iteration cap
 //!   is the last guard (9).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +28,7 @@ use super::history::{
     Message, NoticeKind, Part, ResultStatus, Source, ToolCallRecord, UsageRecord,
 };
 use super::outbound::{project, ProjectionContext};
+use crate::config::ModelConfig;
 use crate::permissions::{self, suggested_prefix, Verdict};
 use crate::protocol::{
     ApprovalOption, Decision, DiffEntry, Event, Mode, ToolStatus, TurnEndReason, TurnError,
@@ -71,12 +72,16 @@ struct PartialCall {
     id: String,
     name: String,
     arguments: String,
+    /// Provider-private extras of this call (`_<kind>.…`).
+    extras: BTreeMap<String, Value>,
 }
 
 enum StreamOutcome {
     Finished {
         text: String,
         reasoning: String,
+        /// Provider-private extras of the assistant message.
+        extras: BTreeMap<String, Value>,
         calls: Vec<PartialCall>,
         finish: Option<FinishReason>,
         usage: Option<crate::providers::Usage>,
@@ -240,15 +245,7 @@ impl Turn {
             {
                 return outcome;
             }
-            let request = self.build_request(
-                &system,
-                &model_id,
-                &model.name,
-                model.vision,
-                model.max_output_tokens,
-                mode,
-                provider.kind(),
-            );
+            let request = self.build_request(&system, &model_id, &model, mode, provider.kind());
             match self.stream(provider.as_ref(), request, mode).await {
                 StreamOutcome::Failed {
                     text,
@@ -280,6 +277,7 @@ impl Turn {
                 StreamOutcome::Finished {
                     text,
                     reasoning,
+                    extras,
                     calls,
                     finish,
                     usage,
@@ -291,10 +289,17 @@ impl Turn {
                             id: c.id,
                             name: c.name,
                             arguments: c.arguments,
-                            extras: Default::default(),
+                            extras: c.extras,
                         })
                         .collect();
-                    self.commit_assistant(&model_id, text, reasoning, records.clone(), usage);
+                    self.commit_assistant(
+                        &model_id,
+                        text,
+                        reasoning,
+                        extras,
+                        records.clone(),
+                        usage,
+                    );
                     if records.is_empty() {
                         if finish == Some(FinishReason::Length) {
                             if self.continuations < MAX_CONTINUATIONS {
@@ -400,6 +405,7 @@ impl Turn {
                 provider_kind: provider.kind(),
                 model_id,
                 vision: model.vision,
+                pdf: model.pdf,
                 turn_context: None,
             },
         );
@@ -414,6 +420,9 @@ impl Turn {
             messages,
             tools: Vec::new(),
             max_output_tokens: model.max_output_tokens,
+            reasoning: model.reasoning,
+            thinking_budget: model.thinking_budget,
+            parallel_tool_calls: model.parallel_tool_calls,
         };
         let summary = match self.summarize(provider, request).await {
             SummaryOutcome::Done(summary) => summary,
@@ -502,14 +511,11 @@ impl Turn {
         system
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn build_request(
         &self,
         system: &str,
         model_id: &str,
-        model_name: &str,
-        vision: bool,
-        max_output_tokens: Option<u64>,
+        model: &ModelConfig,
         mode: Mode,
         provider_kind: &str,
     ) -> ProviderRequest {
@@ -535,7 +541,8 @@ impl Turn {
             let ctx = ProjectionContext {
                 provider_kind,
                 model_id,
-                vision,
+                vision: model.vision,
+                pdf: model.pdf,
                 turn_context: Some(&context),
             };
             if self.ephemeral.is_empty() {
@@ -570,11 +577,14 @@ impl Turn {
             .map(|t| t.spec())
             .collect();
         ProviderRequest {
-            model: model_name.to_owned(),
+            model: model.name.clone(),
             system: system.to_owned(),
             messages,
             tools,
-            max_output_tokens,
+            max_output_tokens: model.max_output_tokens,
+            reasoning: model.reasoning,
+            thinking_budget: model.thinking_budget,
+            parallel_tool_calls: model.parallel_tool_calls,
         }
     }
 
@@ -660,6 +670,7 @@ impl Turn {
         let mut chunks = provider.stream(request);
         let mut text = String::new();
         let mut reasoning = String::new();
+        let mut extras: BTreeMap<String, Value> = BTreeMap::new();
         let mut calls: Vec<PartialCall> = Vec::new();
         let mut finish = None;
         let mut usage = None;
@@ -717,13 +728,7 @@ impl Turn {
                         name,
                         arguments,
                     } => {
-                        while calls.len() <= index {
-                            calls.push(PartialCall {
-                                id: String::new(),
-                                name: String::new(),
-                                arguments: String::new(),
-                            });
-                        }
+                        grow_calls(&mut calls, index);
                         let call = &mut calls[index];
                         if let Some(id) = id {
                             call.id = id;
@@ -747,6 +752,13 @@ impl Turn {
                     }
                     Chunk::Finish(reason) => finish = Some(reason),
                     Chunk::Usage(u) => usage = Some(u),
+                    Chunk::Extra { key, value } => {
+                        extras.insert(key, value);
+                    }
+                    Chunk::ToolCallExtra { index, key, value } => {
+                        grow_calls(&mut calls, index);
+                        calls[index].extras.insert(key, value);
+                    }
                 },
             }
         }
@@ -756,6 +768,7 @@ impl Turn {
         StreamOutcome::Finished {
             text,
             reasoning,
+            extras,
             calls,
             finish,
             usage,
@@ -866,10 +879,12 @@ impl Turn {
         model_id: &str,
         text: String,
         reasoning: String,
+        extras: BTreeMap<String, Value>,
         calls: Vec<ToolCallRecord>,
         usage: Option<crate::providers::Usage>,
     ) {
         let mut message = Message::assistant(text.clone(), calls, &self.turn_id);
+        message.meta.extras = extras;
         if !reasoning.is_empty() {
             message.meta.reasoning = Some(reasoning.clone());
         }
@@ -1800,6 +1815,18 @@ fn canonical_json(value: &Value) -> String {
             format!("[{}]", items.join(","))
         }
         other => other.to_string(),
+    }
+}
+
+/// Make room for tool call `index` (pieces may name a call before its first piece arrives).
+fn grow_calls(calls: &mut Vec<PartialCall>, index: usize) {
+    while calls.len() <= index {
+        calls.push(PartialCall {
+            id: String::new(),
+            name: String::new(),
+            arguments: String::new(),
+            extras: BTreeMap::new(),
+        });
     }
 }
 

@@ -14,6 +14,7 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// Method names, exactly as they appear on the wire.
 pub mod method {
     pub const INITIALIZE: &str = "initialize";
+    pub const MODELS_LIST: &str = "models/list";
     pub const SESSION_NEW: &str = "session/new";
     pub const SESSION_LIST: &str = "session/list";
     pub const SESSION_LOAD: &str = "session/load";
@@ -33,6 +34,7 @@ pub mod method {
     /// Every client-to-server method this build answers.
     pub const ALL: &[&str] = &[
         INITIALIZE,
+        MODELS_LIST,
         SESSION_NEW,
         SESSION_LIST,
         SESSION_LOAD,
@@ -175,6 +177,9 @@ pub struct ServerCapabilities {
     pub framing: Framing,
     /// Whether `prompt` accepts `{type:"image"}` parts.
     pub image_prompts: bool,
+    /// Whether `prompt` accepts `{type:"document"}` parts (PDF).
+    #[serde(default)]
+    pub document_prompts: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -194,7 +199,38 @@ pub struct ModelInfo {
     /// The model name sent to the provider.
     pub name: String,
     pub context_window: u64,
+    /// The most tokens one answer may have, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
+    /// Whether the model sees images; without it images are replaced by a placeholder.
     pub vision: bool,
+    /// Whether the model reads PDF documents; without it they are replaced by a placeholder.
+    #[serde(default)]
+    pub pdf: bool,
+    /// Whether the model thinks before answering (`reasoningDelta` events).
+    #[serde(default)]
+    pub reasoning: bool,
+    /// Whether the model may call several tools in one answer.
+    #[serde(default)]
+    pub parallel_tool_calls: bool,
+}
+
+/// The result of `models/list`: the model catalog, as in `initialize`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelsListResult {
+    pub models: Vec<ModelInfo>,
+    pub default_model: String,
+}
+
+/// Token usage of one session with one model, summed over every request that model answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageTotal {
+    pub model: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_tokens: u64,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -275,6 +311,9 @@ pub struct SessionLoadResult {
     pub messages: Vec<DisplayMessage>,
     /// The `approvalRequested`/`questionAsked` events still waiting for an answer.
     pub pending: Vec<Value>,
+    /// Token usage per model over the session's life, in the order the models were first used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub usage: Vec<UsageTotal>,
 }
 
 /// One entry of `session/load`'s `messages`: a history message as a client shows it.
@@ -286,6 +325,9 @@ pub struct SessionLoadResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DisplayMessage {
+    /// User prompts with documents (PDFs) only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub documents: Option<Vec<DisplayDocument>>,
     pub id: String,
     /// User prompts with images only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -326,6 +368,15 @@ pub enum DisplayRole {
 pub enum DisplaySource {
     User,
     Steering,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisplayDocument {
+    pub data: String,
+    pub mime_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -391,8 +442,20 @@ pub enum PromptContent {
     rename_all_fields = "camelCase"
 )]
 pub enum ContentPart {
-    Text { text: String },
-    Image { mime_type: String, data: String },
+    Text {
+        text: String,
+    },
+    Image {
+        mime_type: String,
+        data: String,
+    },
+    /// A PDF (`mimeType: "application/pdf"`), base64 in `data`; `name` is its file name.
+    Document {
+        mime_type: String,
+        data: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

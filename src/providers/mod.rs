@@ -5,6 +5,9 @@
 //! projection that `engine::outbound` built (the only provider feed) and return a stream of
 //! [`Chunk`]s. A stream is cancelled by dropping it, which closes the HTTP connection.
 
+pub mod anthropic;
+pub mod gemini;
+mod http;
 pub mod openai;
 pub mod scripted;
 
@@ -25,12 +28,28 @@ pub struct ProviderRequest {
     pub messages: Vec<OutboundMessage>,
     pub tools: Vec<ToolSpec>,
     pub max_output_tokens: Option<u64>,
+    /// The model thinks before answering (from the model catalog).
+    pub reasoning: bool,
+    /// The configured thinking budget, if any (see `ModelConfig::thinking_budget`).
+    pub thinking_budget: Option<u64>,
+    /// Whether the model may call several tools in one answer; `false` is sent to vendors that
+    /// have a switch for it.
+    pub parallel_tool_calls: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum OutboundPart {
     Text(String),
-    Image { mime_type: String, data: String },
+    Image {
+        mime_type: String,
+        data: String,
+    },
+    /// A document the model reads natively (today: PDF), base64 in `data`.
+    Document {
+        mime_type: String,
+        data: String,
+        name: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -99,6 +118,18 @@ pub enum Chunk {
     },
     Finish(FinishReason),
     Usage(Usage),
+    /// A provider-private extra for the assistant message (key `_<kind>.…`), such as
+    /// Anthropic's signed thinking blocks. A later extra with the same key replaces the earlier.
+    Extra {
+        key: String,
+        value: Value,
+    },
+    /// A provider-private extra for tool call `index`, such as Gemini's thought signature.
+    ToolCallExtra {
+        index: usize,
+        key: String,
+        value: Value,
+    },
 }
 
 /// Why a provider call failed. `retriable` drives the retry policy and what the user is told.
@@ -142,9 +173,21 @@ pub fn looks_like_context_overflow(text: &str) -> bool {
         "exceeds the context",
         "input is too long",
         "context length",
+        "exceeds the maximum number of tokens",
+        "request_too_large",
     ]
     .iter()
     .any(|needle| text.contains(needle))
+}
+
+/// A tool call written out as text, for a request that declares no tools.
+pub fn call_as_text(call: &OutboundToolCall) -> String {
+    format!("[called tool {} with {}]", call.name, call.arguments)
+}
+
+/// A tool result written out as text, for a request that declares no tools.
+pub fn result_as_text(name: &str, content: &str) -> String {
+    format!("[result of tool {name}]\n{content}")
 }
 
 pub type ChunkStream = BoxStream<'static, Result<Chunk, ProviderError>>;
@@ -166,9 +209,32 @@ impl ProviderRegistry {
     pub fn from_config(config: &Config) -> Self {
         let mut providers: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
         for (name, provider) in &config.providers {
+            if let Some(var) = &provider.api_key_env {
+                // Said once at start-up so a missing key is seen before the first prompt; the
+                // request itself fails with the same advice. Only the variable's name is logged.
+                if http::api_key(var).is_err() {
+                    tracing::warn!(
+                        "provider {name}: the environment variable {var} (api_key_env) is not set; requests to it will fail until it is"
+                    );
+                }
+            }
             let built: Arc<dyn Provider> = match provider.kind {
                 ProviderKind::Openai => Arc::new(openai::OpenAiProvider::new(
                     provider.base_url.clone().unwrap_or_default(),
+                    provider.api_key_env.clone(),
+                )),
+                ProviderKind::Anthropic => Arc::new(anthropic::AnthropicProvider::new(
+                    provider
+                        .base_url
+                        .clone()
+                        .unwrap_or_else(|| anthropic::DEFAULT_BASE_URL.to_owned()),
+                    provider.api_key_env.clone(),
+                )),
+                ProviderKind::Gemini => Arc::new(gemini::GeminiProvider::new(
+                    provider
+                        .base_url
+                        .clone()
+                        .unwrap_or_else(|| gemini::DEFAULT_BASE_URL.to_owned()),
                     provider.api_key_env.clone(),
                 )),
                 ProviderKind::Scripted => Arc::new(scripted::ScriptedProvider::new()),

@@ -5,7 +5,6 @@
 //! one `chat.completion.chunk`, and `data: [DONE]` ends the stream.
 
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
@@ -33,15 +32,7 @@ impl OpenAiProvider {
     }
 
     fn client(&self) -> reqwest::Client {
-        self.client
-            .get_or_init(|| {
-                reqwest::Client::builder()
-                    .connect_timeout(Duration::from_secs(10))
-                    .tcp_nodelay(true)
-                    .build()
-                    .unwrap_or_else(|_| reqwest::Client::new())
-            })
-            .clone()
+        self.client.get_or_init(super::http::build_client).clone()
     }
 }
 
@@ -60,7 +51,7 @@ pub fn request_body(request: &ProviderRequest) -> Value {
                         .iter()
                         .filter_map(|p| match p {
                             OutboundPart::Text(t) => Some(t.as_str()),
-                            OutboundPart::Image { .. } => None,
+                            _ => None,
                         })
                         .collect();
                     json!({"role": "user", "content": text.join("\n\n")})
@@ -72,6 +63,18 @@ pub fn request_body(request: &ProviderRequest) -> Value {
                             OutboundPart::Image { mime_type, data } => json!({
                                 "type": "image_url",
                                 "image_url": {"url": format!("data:{mime_type};base64,{data}")}
+                            }),
+                            // Chat completions take a PDF as a `file` part with a data URL.
+                            OutboundPart::Document {
+                                mime_type,
+                                data,
+                                name,
+                            } => json!({
+                                "type": "file",
+                                "file": {
+                                    "filename": name.as_deref().unwrap_or("document.pdf"),
+                                    "file_data": format!("data:{mime_type};base64,{data}"),
+                                }
                             }),
                         })
                         .collect();
@@ -119,7 +122,14 @@ pub fn request_body(request: &ProviderRequest) -> Value {
     body.insert("stream".into(), json!(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));
     if let Some(max) = request.max_output_tokens {
-        body.insert("max_tokens".into(), json!(max));
+        // OpenAI's reasoning models refuse `max_tokens`; the newer name is understood by the
+        // other OpenAI-compatible servers that host reasoning models too.
+        let key = if request.reasoning {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body.insert(key.into(), json!(max));
     }
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request
@@ -133,6 +143,9 @@ pub fn request_body(request: &ProviderRequest) -> Value {
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
+        if !request.parallel_tool_calls {
+            body.insert("parallel_tool_calls".into(), json!(false));
+        }
     }
     Value::Object(body)
 }
@@ -209,48 +222,11 @@ fn http_error(
     body: &str,
     retry_after: Option<std::time::Duration>,
 ) -> ProviderError {
-    let code = status.as_u16();
-    let detail = serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| {
-            v.get("error")
-                .and_then(|e| e.get("message").or(Some(e)))
-                .map(|m| match m {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
-        })
-        .unwrap_or_else(|| body.chars().take(500).collect());
-    let context_overflow = (code == 400 || code == 413) && super::looks_like_context_overflow(body);
-    let retriable = code == 429 || code >= 500;
-    let hint = match code {
-        _ if context_overflow => "; the conversation is longer than the model's context window",
-        401 | 403 => "; check the API key in the environment variable named by api_key_env",
-        404 => "; check base_url and the model name",
-        429 => "; the provider is rate limiting",
-        _ if code >= 500 => "; the provider failed",
-        _ => "",
-    };
-    ProviderError {
-        message: format!("provider answered HTTP {code}: {detail}{hint}"),
-        retriable,
-        status: Some(code),
-        retry_after,
-        context_overflow,
-    }
+    super::http::http_error(status.as_u16(), body, retry_after)
 }
 
-/// `Retry-After` in seconds (the HTTP-date form is rare for APIs and is ignored).
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<std::time::Duration> {
-    headers
-        .get(reqwest::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(std::time::Duration::from_secs_f64)
+    super::http::retry_after(headers)
 }
 
 impl Provider for OpenAiProvider {
@@ -262,16 +238,10 @@ impl Provider for OpenAiProvider {
         let client = self.client();
         let url = format!("{}/chat/completions", self.base_url);
         let api_key = match &self.api_key_env {
-            Some(var) => match std::env::var(var) {
+            Some(var) => match super::http::api_key(var) {
                 Ok(key) => Some(key),
-                Err(_) => {
-                    let message = format!(
-                        "the environment variable {var} (named by api_key_env) is not set; export it and retry"
-                    );
-                    return futures_util::stream::once(async move {
-                        Err(ProviderError::new(message, false))
-                    })
-                    .boxed();
+                Err(missing) => {
+                    return super::http::failed(ProviderError::new(missing.to_string(), false))
                 }
             },
             None => None,

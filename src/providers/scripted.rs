@@ -64,7 +64,7 @@ pub fn next_step(request: &ProviderRequest) -> Vec<Chunk> {
         .and_then(|i| match &request.messages[i] {
             OutboundMessage::User { parts } => parts.iter().find_map(|p| match p {
                 OutboundPart::Text(t) => Some(t.lines().next().unwrap_or_default().to_owned()),
-                OutboundPart::Image { .. } => None,
+                _ => None,
             }),
             _ => None,
         })

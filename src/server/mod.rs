@@ -405,17 +405,7 @@ impl Server {
                 self.engine.set_client_can_answer(can_answer);
                 self.initialized = true;
                 let config = &self.engine.config;
-                let models = config
-                    .models
-                    .iter()
-                    .map(|(id, m)| wire::ModelInfo {
-                        id: id.clone(),
-                        provider: m.provider.clone(),
-                        name: m.name.clone(),
-                        context_window: m.context_window,
-                        vision: m.vision,
-                    })
-                    .collect();
+                let models = model_catalog(config);
                 self.answer(
                     id,
                     Ok(wire::InitializeResult {
@@ -428,8 +418,20 @@ impl Server {
                             session_store: !matches!(self.store, StoreSlot::None),
                             framing: self.framing,
                             image_prompts: true,
+                            document_prompts: true,
                         },
                         models,
+                        default_model: config.default_model.clone(),
+                    }),
+                );
+                Ok(())
+            }
+            method::MODELS_LIST => {
+                let config = &self.engine.config;
+                self.answer(
+                    id,
+                    Ok(wire::ModelsListResult {
+                        models: model_catalog(config),
                         default_model: config.default_model.clone(),
                     }),
                 );
@@ -756,6 +758,25 @@ fn open_workspace(cwd: &str) -> Result<Workspace, RpcErrorObject> {
     Workspace::open(vec![path.to_path_buf()]).map_err(|e| bad(&e.to_string()))
 }
 
+/// The model catalog as `initialize` and `models/list` report it.
+fn model_catalog(config: &crate::config::Config) -> Vec<wire::ModelInfo> {
+    config
+        .models
+        .iter()
+        .map(|(id, m)| wire::ModelInfo {
+            id: id.clone(),
+            provider: m.provider.clone(),
+            name: m.name.clone(),
+            context_window: m.context_window,
+            max_output_tokens: m.max_output_tokens,
+            vision: m.vision,
+            pdf: m.pdf,
+            reasoning: m.reasoning,
+            parallel_tool_calls: m.parallel_tool_calls,
+        })
+        .collect()
+}
+
 fn prompt_parts(content: wire::PromptContent) -> Result<Vec<Part>, RpcErrorObject> {
     let parts: Vec<Part> = match content {
         wire::PromptContent::Text(text) => vec![Part::Text { text }],
@@ -764,17 +785,36 @@ fn prompt_parts(content: wire::PromptContent) -> Result<Vec<Part>, RpcErrorObjec
             .map(|p| match p {
                 wire::ContentPart::Text { text } => Part::Text { text },
                 wire::ContentPart::Image { mime_type, data } => Part::Image { mime_type, data },
+                wire::ContentPart::Document {
+                    mime_type,
+                    data,
+                    name,
+                } => Part::Document {
+                    mime_type,
+                    data,
+                    name,
+                },
             })
             .collect(),
     };
+    for part in &parts {
+        if let Part::Document { mime_type, .. } = part {
+            if mime_type != "application/pdf" {
+                return Err(RpcErrorObject::new(
+                    ErrorKind::InvalidParams,
+                    format!("document parts must be PDFs (mimeType \"application/pdf\"), got \"{mime_type}\"; send other files as text"),
+                ));
+            }
+        }
+    }
     let empty = parts.iter().all(|p| match p {
         Part::Text { text } => text.trim().is_empty(),
-        Part::Image { data, .. } => data.is_empty(),
+        Part::Image { data, .. } | Part::Document { data, .. } => data.is_empty(),
     });
     if empty {
         return Err(RpcErrorObject::new(
             ErrorKind::InvalidParams,
-            "prompt content is empty; send some text or an image",
+            "prompt content is empty; send some text, an image or a document",
         ));
     }
     Ok(parts)
@@ -815,6 +855,16 @@ async fn load_response(
                 network_access: state.allow_network,
                 messages: display_history(&state.history),
                 pending: &pending,
+                usage: state
+                    .usage
+                    .iter()
+                    .map(|u| wire::UsageTotal {
+                        model: u.model.clone(),
+                        input_tokens: u.input_tokens,
+                        output_tokens: u.output_tokens,
+                        cached_tokens: u.cached_tokens,
+                    })
+                    .collect(),
             },
         )
     })
@@ -844,12 +894,15 @@ struct LoadResultRef<'a> {
     network_access: bool,
     messages: Vec<DisplayMessageRef<'a>>,
     pending: &'a [Value],
+    usage: Vec<wire::UsageTotal>,
 }
 
 /// [`wire::DisplayMessage`], borrowing from one history message.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DisplayMessageRef<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    documents: Option<Vec<DisplayDocumentRef<'a>>>,
     id: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     images: Option<Vec<DisplayImageRef<'a>>>,
@@ -867,6 +920,15 @@ pub struct DisplayMessageRef<'a> {
     turn_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     usage: Option<DisplayUsageRef<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DisplayDocumentRef<'a> {
+    data: &'a str,
+    mime_type: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -912,7 +974,7 @@ fn message_text(message: &crate::engine::history::Message) -> Cow<'_, str> {
     use crate::engine::history::Part;
     let mut texts = message.parts.iter().filter_map(|p| match p {
         Part::Text { text } => Some(text.as_str()),
-        Part::Image { .. } => None,
+        Part::Image { .. } | Part::Document { .. } => None,
     });
     match (texts.next(), texts.next()) {
         (None, _) => Cow::Borrowed(""),
@@ -932,6 +994,7 @@ pub fn display_history(history: &[crate::engine::history::Message]) -> Vec<Displ
     let mut out: Vec<DisplayMessageRef<'_>> = Vec::with_capacity(history.len());
     for message in history {
         let entry = |role| DisplayMessageRef {
+            documents: None,
             id: &message.id,
             images: None,
             kind: None,
@@ -954,7 +1017,23 @@ pub fn display_history(history: &[crate::engine::history::Message]) -> Vec<Displ
                         Part::Image { mime_type, data } => {
                             Some(DisplayImageRef { data, mime_type })
                         }
-                        Part::Text { .. } => None,
+                        _ => None,
+                    })
+                    .collect();
+                let documents: Vec<DisplayDocumentRef<'_>> = message
+                    .parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::Document {
+                            mime_type,
+                            data,
+                            name,
+                        } => Some(DisplayDocumentRef {
+                            data,
+                            mime_type,
+                            name: name.as_deref(),
+                        }),
+                        _ => None,
                     })
                     .collect();
                 let mut user = entry(wire::DisplayRole::User);
@@ -964,6 +1043,7 @@ pub fn display_history(history: &[crate::engine::history::Message]) -> Vec<Displ
                     wire::DisplaySource::User
                 });
                 user.images = (!images.is_empty()).then_some(images);
+                user.documents = (!documents.is_empty()).then_some(documents);
                 out.push(user);
             }
             Role::Assistant => {

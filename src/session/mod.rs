@@ -263,6 +263,8 @@ pub struct SessionState {
     pub accepting_steering: bool,
     /// Whether sandboxed commands may use the network: the user's choice, never the model's.
     pub allow_network: bool,
+    /// Token usage per model, in the order the models were first used (mirrors the store).
+    pub usage: Vec<crate::store::UsageTotals>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -403,7 +405,25 @@ impl SessionShared {
         }
     }
 
+    /// Add one request's usage to the model's totals, in memory and in the store.
     pub fn persist_usage(&self, model: &str, input: u64, output: u64, cached: u64) {
+        {
+            let mut state = lock(&self.state);
+            let index = match state.usage.iter().position(|u| u.model == model) {
+                Some(index) => index,
+                None => {
+                    state.usage.push(crate::store::UsageTotals {
+                        model: model.to_owned(),
+                        ..Default::default()
+                    });
+                    state.usage.len() - 1
+                }
+            };
+            let totals = &mut state.usage[index];
+            totals.input_tokens += input;
+            totals.output_tokens += output;
+            totals.cached_tokens += cached;
+        }
         if let Some(store) = &self.store {
             store.record_usage(&self.id, model, input, output, cached);
         }
@@ -602,6 +622,7 @@ pub fn spawn(
         active_turn: None,
         accepting_steering: false,
         allow_network: false,
+        usage: Vec::new(),
     };
     start_actor(
         engine,
@@ -811,6 +832,7 @@ pub async fn restore_with_client_fs(
         active_turn: resume.as_ref().map(|r| r.turn_id.clone()),
         accepting_steering: resume.is_some(),
         allow_network: record.allow_network,
+        usage: loaded.usage.clone(),
     };
     let handle = start_actor(
         engine,
@@ -1156,11 +1178,19 @@ fn switch_model(
             return Ok((model, None));
         }
         let images: usize = state.history.iter().map(Message::image_count).sum();
-        let warning = (images > 0 && !target.vision).then(|| {
-            format!(
+        let documents: usize = state.history.iter().map(Message::document_count).sum();
+        let mut warnings = Vec::new();
+        if images > 0 && !target.vision {
+            warnings.push(format!(
                 "the history holds {images} image(s) that {model} cannot see; they are replaced by a placeholder for this model and restored if you switch back to a vision model"
-            )
-        });
+            ));
+        }
+        if documents > 0 && !target.pdf {
+            warnings.push(format!(
+                "the history holds {documents} PDF document(s) that {model} cannot read; they are replaced by a placeholder for this model and restored if you switch back to a model that reads PDFs"
+            ));
+        }
+        let warning = (!warnings.is_empty()).then(|| warnings.join("; "));
         let turn_id = state.active_turn.clone();
         let mut text = format!("Switched model from {from} to {model}");
         if turn_id.is_some() {

@@ -1,9 +1,18 @@
-//! A scripted OpenAI-compatible chat-completions server on 127.0.0.1 for integration tests.
+//! A scripted LLM server on 127.0.0.1 for integration tests, speaking three vendors' streaming
+//! formats: OpenAI-compatible chat completions, Anthropic's Messages API and Gemini's
+//! `streamGenerateContent?alt=sse`.
 //!
 //! It is a deliberately small hand-written HTTP/1.1 server (one request per connection,
 //! `Connection: close`) so that tests control every byte and every pause of the SSE stream:
 //! the provider code under test must cope with real sockets, real chunk boundaries and real
 //! disconnects, not with an in-process fake.
+//!
+//! The request path picks the dialect (`/v1/chat/completions`, `/v1/messages`,
+//! `/v1beta/models/{model}:streamGenerateContent?alt=sse`), so one server and one FIFO queue of
+//! vendor-neutral [`Script`]s serve a session that switches vendors mid-conversation; each
+//! script is rendered in the dialect of the request that takes it. Like the real APIs, the mock
+//! refuses (HTTP 400, in the vendor's error shape) a request whose tool calls and results are not
+//! paired the way that vendor demands, and Gemini tool schemas with keys Gemini rejects.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -106,8 +115,13 @@ pub enum Step {
     Role,
     /// A chunk with `delta.content`.
     Text(String),
-    /// A chunk with `delta.reasoning_content` (DeepSeek/vLLM style reasoning).
+    /// Reasoning text: `delta.reasoning_content` (DeepSeek/vLLM style) for OpenAI, a `thinking`
+    /// block for Anthropic, a `thought: true` part for Gemini.
     Reasoning(String),
+    /// A reasoning signature: a `signature_delta` closing the open Anthropic thinking block, or a
+    /// Gemini `thoughtSignature` on the next function call (or on a part of its own at the end).
+    /// OpenAI has none, so it writes nothing there.
+    Signature(String),
     /// A tool call, sent as one chunk with id/type/name and empty arguments followed by the
     /// arguments split into about three pieces, so the client must reassemble them.
     ToolCall {
@@ -237,6 +251,18 @@ impl Script {
         self.step(Step::Reasoning(text.into()))
     }
 
+    pub fn signature(self, signature: impl Into<String>) -> Script {
+        self.step(Step::Signature(signature.into()))
+    }
+
+    pub fn usage_cached(self, prompt: u64, completion: u64, cached: u64) -> Script {
+        self.step(Step::UsageCached {
+            prompt,
+            completion,
+            cached,
+        })
+    }
+
     /// Adds a tool call with the next free index (0 for the first tool call of the script).
     pub fn tool_call(
         self,
@@ -292,16 +318,27 @@ impl Script {
     }
 }
 
+/// Which vendor's API a request was made to (chosen by its path).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    OpenAi,
+    Anthropic,
+    Gemini,
+}
+
 /// One request the mock received.
 #[derive(Clone, Debug)]
 pub struct RecordedRequest {
+    pub dialect: Dialect,
     pub method: String,
     pub path: String,
     /// Header names are lower-cased.
     pub headers: Vec<(String, String)>,
     pub body: Value,
-    /// True when a script was queued for it (false: it got the "no scripted response" 500).
+    /// True when a script was queued for it (false: it got the "no scripted response" 500, or a
+    /// 400 because it broke the vendor's rules; then `rejected` says why).
     pub scripted: bool,
+    pub rejected: Option<String>,
     /// True when the client closed the connection before the script ended.
     pub cancelled: bool,
     /// True when the mock finished writing the whole script.
@@ -373,9 +410,22 @@ impl MockLlm {
         }
     }
 
-    /// `http://127.0.0.1:PORT/v1`, the value for a provider's `base_url`.
+    /// `http://127.0.0.1:PORT/v1`, the value for an OpenAI-compatible provider's `base_url`.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// `http://127.0.0.1:PORT`, the value for an Anthropic or Gemini provider's `base_url`.
+    pub fn root_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The requests made in one dialect, in arrival order.
+    pub fn recorded_in(&self, dialect: Dialect) -> Vec<RecordedRequest> {
+        self.recorded()
+            .into_iter()
+            .filter(|r| r.dialect == dialect)
+            .collect()
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -612,9 +662,35 @@ async fn write_plain<W: AsyncWrite + Unpin>(
     w.shutdown().await
 }
 
-fn error_body(message: &str, code: &str) -> String {
-    json!({"error": {"message": message, "type": "server_error", "param": null, "code": code}})
-        .to_string()
+/// The dialect a request path names, and the model for Gemini (which puts it in the path).
+fn route(method: &str, path: &str) -> Option<(Dialect, Option<String>)> {
+    if method != "POST" {
+        return None;
+    }
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    match path.trim_end_matches('/') {
+        "/v1/chat/completions" => Some((Dialect::OpenAi, None)),
+        "/v1/messages" => Some((Dialect::Anthropic, None)),
+        other => {
+            let model = other
+                .strip_prefix("/v1beta/models/")?
+                .strip_suffix(":streamGenerateContent")?;
+            // Without alt=sse Gemini answers one JSON array, not an event stream.
+            query
+                .split('&')
+                .any(|kv| kv == "alt=sse")
+                .then(|| (Dialect::Gemini, Some(model.to_owned())))
+        }
+    }
+}
+
+fn error_body(dialect: Dialect, status: u16, message: &str) -> String {
+    match dialect {
+        Dialect::OpenAi => json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}}),
+        Dialect::Anthropic => json!({"type": "error", "error": {"type": if status == 400 { "invalid_request_error" } else { "api_error" }, "message": message}}),
+        Dialect::Gemini => json!({"error": {"code": status, "message": message, "status": if status == 400 { "INVALID_ARGUMENT" } else { "INTERNAL" }}}),
+    }
+    .to_string()
 }
 
 async fn handle_connection(mut stream: TcpStream, shared: Arc<Shared>) {
@@ -629,53 +705,78 @@ async fn handle_connection(mut stream: TcpStream, shared: Arc<Shared>) {
         }
     };
 
-    if req.method != "POST" || req.path.trim_end_matches('/') != "/v1/chat/completions" {
+    let Some((dialect, path_model)) = route(&req.method, &req.path) else {
         let msg = format!(
-            "mock LLM only serves POST /v1/chat/completions, got {} {}",
+            "mock LLM serves POST /v1/chat/completions, /v1/messages and /v1beta/models/M:streamGenerateContent?alt=sse, got {} {}",
             req.method, req.path
         );
         eprintln!("{msg}");
-        let _ = write_plain(&mut stream, 404, &error_body(&msg, "not_found"), None).await;
+        let body = json!({"error": {"message": msg, "type": "not_found"}}).to_string();
+        let _ = write_plain(&mut stream, 404, &body, None).await;
         return;
-    }
+    };
     let body: Value = match serde_json::from_slice(&req.body) {
         Ok(v) => v,
         Err(e) => {
             let msg = format!("mock LLM: request body is not JSON: {e}");
             eprintln!("{msg}");
-            let _ = write_plain(&mut stream, 400, &error_body(&msg, "bad_json"), None).await;
+            let _ = write_plain(&mut stream, 400, &error_body(dialect, 400, &msg), None).await;
             return;
         }
     };
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("mock-model")
-        .to_string();
+    let model = path_model
+        .or_else(|| body.get("model").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| "mock-model".to_string());
+    let header = |name: &str| {
+        req.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let rejected = match dialect {
+        Dialect::OpenAi => check_openai(&body),
+        Dialect::Anthropic => match header("anthropic-version") {
+            None => Err("anthropic-version: header is required".to_string()),
+            Some(_) => check_anthropic(&body),
+        },
+        Dialect::Gemini => check_gemini(&body),
+    }
+    .err();
 
     let (index, script) = shared.update(|st| {
-        let script = st.queue.pop_front();
+        let script = if rejected.is_none() {
+            st.queue.pop_front()
+        } else {
+            None
+        };
         st.requests.push(RecordedRequest {
+            dialect,
             method: req.method.clone(),
             path: req.path.clone(),
             headers: req.headers.clone(),
             body,
             scripted: script.is_some(),
+            rejected: rejected.clone(),
             cancelled: false,
             finished: false,
         });
         (st.requests.len() - 1, script)
     });
 
+    if let Some(why) = rejected {
+        eprintln!("mock LLM: request #{index} ({dialect:?}) rejected like the vendor would: {why}");
+        let _ = write_plain(&mut stream, 400, &error_body(dialect, 400, &why), None).await;
+        return;
+    }
     let Some(script) = script else {
         // Loud failure: the test forgot to script this call (or the server made an extra one).
         eprintln!("mock LLM: request #{index} arrived but {NO_SCRIPT_MESSAGE}");
         let msg = format!("{NO_SCRIPT_MESSAGE} (request #{index})");
-        let _ = write_plain(&mut stream, 500, &error_body(&msg, "mock_exhausted"), None).await;
+        let _ = write_plain(&mut stream, 500, &error_body(dialect, 500, &msg), None).await;
         return;
     };
 
-    let outcome = play(&mut stream, &script, &model, index).await;
+    let outcome = play(&mut stream, &script, dialect, &model, index).await;
     match outcome {
         Outcome::Finished => {
             let _ = stream.shutdown().await;
@@ -694,14 +795,585 @@ async fn handle_connection(mut stream: TcpStream, shared: Arc<Shared>) {
     }
 }
 
+/// OpenAI's rule: an assistant message with `tool_calls` is followed by one `tool` message per
+/// call id, and a `tool` message answers a call of the assistant message before it.
+fn check_openai(body: &Value) -> Result<(), String> {
+    // The harness self-test posts bare bodies; only a conversation has pairing to check.
+    let Some(messages) = body["messages"].as_array() else {
+        return Ok(());
+    };
+    let mut open: Vec<String> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        match m["role"].as_str() {
+            Some("tool") => {
+                let id = m["tool_call_id"].as_str().unwrap_or_default().to_string();
+                let Some(pos) = open.iter().position(|o| *o == id) else {
+                    return Err(format!("messages[{i}]: messages with role 'tool' must be a response to a preceeding message with 'tool_calls' (id {id})"));
+                };
+                open.remove(pos);
+            }
+            _ if !open.is_empty() => {
+                return Err(format!("messages[{i}]: an assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'; missing {open:?}"));
+            }
+            Some("assistant") => {
+                open = m["tool_calls"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["id"].as_str().map(str::to_owned))
+                    .collect();
+            }
+            _ => {}
+        }
+    }
+    if !open.is_empty() {
+        return Err(format!("tool calls without results at the end: {open:?}"));
+    }
+    Ok(())
+}
+
+/// Anthropic's rules: the first message is from the user, roles alternate, content blocks are
+/// well formed, and each `tool_use` is answered by a `tool_result` at the start of the very
+/// next (user) message, which answers nothing else.
+fn check_anthropic(body: &Value) -> Result<(), String> {
+    if body["stream"] != json!(true) {
+        return Err("stream must be true for this mock".into());
+    }
+    if !body["max_tokens"].is_u64() {
+        return Err("max_tokens: Field required".into());
+    }
+    let messages = body["messages"]
+        .as_array()
+        .ok_or("messages: Field required")?;
+    if messages.is_empty() {
+        return Err("messages: at least one message is required".into());
+    }
+    let mut previous_role = "";
+    let mut open: Vec<String> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let role = m["role"].as_str().unwrap_or_default();
+        if i == 0 && role != "user" {
+            return Err("messages: first message must use the \"user\" role".into());
+        }
+        if role == previous_role {
+            return Err(format!(
+                "messages.{i}: roles must alternate between \"user\" and \"assistant\""
+            ));
+        }
+        previous_role = role;
+        // A plain string is one text block.
+        let blocks = match &m["content"] {
+            Value::String(text) if !text.is_empty() => vec![json!({"type": "text", "text": text})],
+            Value::Array(blocks) => blocks.clone(),
+            _ => {
+                return Err(format!(
+                    "messages.{i}.content: a non-empty string or a list of blocks"
+                ))
+            }
+        };
+        if blocks.is_empty() {
+            return Err(format!(
+                "messages.{i}: all messages must have non-empty content"
+            ));
+        }
+        let mut answered = Vec::new();
+        let mut seen_other = false;
+        for (j, b) in blocks.iter().enumerate() {
+            match b["type"].as_str() {
+                Some("text") if b["text"].as_str().map(str::is_empty).unwrap_or(true) => {
+                    return Err(format!(
+                        "messages.{i}.content.{j}: text content blocks must be non-empty"
+                    ));
+                }
+                Some("tool_result") => {
+                    if role != "user" || seen_other {
+                        return Err(format!("messages.{i}.content.{j}: tool_result blocks must come first in a user message"));
+                    }
+                    answered.push(b["tool_use_id"].as_str().unwrap_or_default().to_string());
+                }
+                Some("tool_use") if role != "assistant" => {
+                    return Err(format!(
+                        "messages.{i}.content.{j}: tool_use only in assistant messages"
+                    ));
+                }
+                Some("thinking") if b["signature"].as_str().map(str::is_empty).unwrap_or(true) => {
+                    return Err(format!(
+                        "messages.{i}.content.{j}.thinking.signature: Field required"
+                    ));
+                }
+                Some(_) => seen_other = true,
+                None => return Err(format!("messages.{i}.content.{j}.type: Field required")),
+            }
+        }
+        if answered != open {
+            return Err(format!(
+                "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after (expected {open:?}, got {answered:?})"
+            ));
+        }
+        open = blocks
+            .iter()
+            .filter(|b| b["type"] == "tool_use")
+            .filter_map(|b| b["id"].as_str().map(str::to_owned))
+            .collect();
+    }
+    if !open.is_empty() {
+        return Err(format!(
+            "the last message has tool_use without results: {open:?}"
+        ));
+    }
+    let uses_tools = messages.iter().any(|m| {
+        m["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|b| b["type"] == "tool_use" || b["type"] == "tool_result")
+    });
+    let has_tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
+    if uses_tools && !has_tools {
+        return Err(
+            "Requests which include `tool_use` or `tool_result` blocks must define tools.".into(),
+        );
+    }
+    Ok(())
+}
+
+/// Gemini's rules: roles are `user`/`model`, contents have parts, a content with N function
+/// calls is followed by a user content with N function responses (same names, same order), and
+/// tool schemas hold only keys of Gemini's `Schema`.
+fn check_gemini(body: &Value) -> Result<(), String> {
+    let contents = body["contents"].as_array().ok_or("contents is required")?;
+    if contents.is_empty() {
+        return Err("contents is not specified".into());
+    }
+    let mut expected: Vec<String> = Vec::new();
+    for (i, c) in contents.iter().enumerate() {
+        let role = c["role"].as_str().unwrap_or_default();
+        if role != "user" && role != "model" {
+            return Err(format!(
+                "contents[{i}].role: please use a valid role: user, model"
+            ));
+        }
+        let parts = c["parts"]
+            .as_array()
+            .ok_or(format!("contents[{i}].parts is required"))?;
+        if parts.is_empty() {
+            return Err(format!(
+                "contents[{i}].parts: must contain at least one part"
+            ));
+        }
+        let responses: Vec<String> = parts
+            .iter()
+            .filter_map(|p| p["functionResponse"]["name"].as_str().map(str::to_owned))
+            .collect();
+        if responses != expected {
+            return Err(format!(
+                "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn (contents[{i}]: expected {expected:?}, got {responses:?})"
+            ));
+        }
+        if !responses.is_empty() && role != "user" {
+            return Err(format!(
+                "contents[{i}]: function responses must be in a user turn"
+            ));
+        }
+        expected = parts
+            .iter()
+            .filter_map(|p| p["functionCall"]["name"].as_str().map(str::to_owned))
+            .collect();
+        if !expected.is_empty() && role != "model" {
+            return Err(format!(
+                "contents[{i}]: function calls must be in a model turn"
+            ));
+        }
+    }
+    if !expected.is_empty() {
+        return Err(format!(
+            "function calls without responses at the end: {expected:?}"
+        ));
+    }
+    fn schema_ok(v: &Value, at: &str) -> Result<(), String> {
+        if let Value::Object(map) = v {
+            for (k, child) in map {
+                if k.starts_with('$') || k == "additionalProperties" {
+                    return Err(format!(
+                        "Invalid JSON payload received. Unknown name \"{k}\" at '{at}'"
+                    ));
+                }
+                if k == "properties" {
+                    if let Value::Object(props) = child {
+                        for (name, p) in props {
+                            schema_ok(p, &format!("{at}.properties[{name}]"))?;
+                        }
+                    }
+                } else if k == "items" {
+                    schema_ok(child, &format!("{at}.items"))?;
+                }
+            }
+        }
+        Ok(())
+    }
+    for tool in body["tools"].as_array().into_iter().flatten() {
+        for decl in tool["functionDeclarations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            schema_ok(
+                &decl["parameters"],
+                &format!("tools.function_declarations[{}].parameters", decl["name"]),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 enum Outcome {
     Finished,
     Cancelled,
     Disconnect,
 }
 
+/// Turns vendor-neutral steps into one vendor's SSE bytes. Stateful: Anthropic's content
+/// blocks open and close around runs of steps, and usage is read from the whole script up front
+/// because Anthropic and Gemini report it before the script's `Usage` step comes.
+enum Renderer {
+    OpenAi {
+        chunk_id: String,
+        created: u64,
+        model: String,
+    },
+    Anthropic {
+        /// The open block: its index and kind ("text", "thinking", "tool_use").
+        open: Option<(u32, &'static str)>,
+        next_index: u32,
+        usage: (u64, u64, u64),
+    },
+    Gemini {
+        model: String,
+        response_id: String,
+        signature: Option<String>,
+        usage: (u64, u64, u64),
+    },
+}
+
+/// (prompt, completion, cached) from the script's usage step.
+fn script_usage(script: &Script) -> (u64, u64, u64) {
+    script
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::Usage { prompt, completion } => Some((*prompt, *completion, 0)),
+            Step::UsageCached {
+                prompt,
+                completion,
+                cached,
+            } => Some((*prompt, *completion, *cached)),
+            _ => None,
+        })
+        .unwrap_or((0, 0, 0))
+}
+
+fn sse(event: &str, data: &Value) -> String {
+    format!("event: {event}\ndata: {data}\n\n")
+}
+
+impl Renderer {
+    fn new(dialect: Dialect, script: &Script, model: &str, index: usize) -> Renderer {
+        match dialect {
+            Dialect::OpenAi => Renderer::OpenAi {
+                chunk_id: format!("chatcmpl-mock-{index}"),
+                created: SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0),
+                model: model.to_string(),
+            },
+            Dialect::Anthropic => Renderer::Anthropic {
+                open: None,
+                next_index: 0,
+                usage: script_usage(script),
+            },
+            Dialect::Gemini => Renderer::Gemini {
+                model: model.to_string(),
+                response_id: format!("mock-response-{index}"),
+                signature: None,
+                usage: script_usage(script),
+            },
+        }
+    }
+
+    /// What the body starts with, before the first step.
+    fn start(&mut self, out: &mut Vec<String>) {
+        if let Renderer::Anthropic { usage, .. } = self {
+            let (prompt, _, cached) = *usage;
+            out.push(sse(
+                "message_start",
+                &json!({"type": "message_start", "message": {
+                    "id": "msg_mock", "type": "message", "role": "assistant", "content": [],
+                    "model": "claude-mock", "stop_reason": null, "stop_sequence": null,
+                    "usage": {"input_tokens": prompt - cached, "cache_creation_input_tokens": 0,
+                              "cache_read_input_tokens": cached, "output_tokens": 1}
+                }}),
+            ));
+            out.push(sse("ping", &json!({"type": "ping"})));
+        }
+    }
+
+    fn step(&mut self, step: &Step, out: &mut Vec<String>) {
+        match self {
+            Renderer::OpenAi {
+                chunk_id,
+                created,
+                model,
+            } => {
+                let chunk = |choices: Value, usage: Option<Value>| {
+                    let mut c = json!({
+                        "id": chunk_id, "object": "chat.completion.chunk", "created": created,
+                        "model": model, "choices": choices,
+                    });
+                    if let Some(u) = usage {
+                        c["usage"] = u;
+                    }
+                    format!("data: {c}\n\n")
+                };
+                let delta = |d: Value| {
+                    chunk(
+                        json!([{"index": 0, "delta": d, "finish_reason": null}]),
+                        None,
+                    )
+                };
+                match step {
+                    Step::Role => out.push(delta(json!({"role": "assistant", "content": ""}))),
+                    Step::Text(t) => out.push(delta(json!({"content": t}))),
+                    Step::Reasoning(t) => out.push(delta(json!({"reasoning_content": t}))),
+                    Step::ToolCall {
+                        index,
+                        id,
+                        name,
+                        args_json,
+                    } => {
+                        out.push(delta(json!({"tool_calls": [{
+                            "index": index, "id": id, "type": "function",
+                            "function": {"name": name, "arguments": ""}
+                        }]})));
+                        for part in split_in_three(args_json) {
+                            out.push(delta(json!({"tool_calls": [{
+                                "index": index, "function": {"arguments": part}
+                            }]})));
+                        }
+                    }
+                    Step::Finish(reason) => out.push(chunk(
+                        json!([{"index": 0, "delta": {}, "finish_reason": reason}]),
+                        None,
+                    )),
+                    Step::Usage { prompt, completion } => out.push(chunk(
+                        json!([]),
+                        Some(json!({
+                            "prompt_tokens": prompt,
+                            "completion_tokens": completion,
+                            "total_tokens": prompt + completion,
+                        })),
+                    )),
+                    Step::UsageCached {
+                        prompt,
+                        completion,
+                        cached,
+                    } => out.push(chunk(
+                        json!([]),
+                        Some(json!({
+                            "prompt_tokens": prompt,
+                            "completion_tokens": completion,
+                            "total_tokens": prompt + completion,
+                            "prompt_tokens_details": {"cached_tokens": cached},
+                        })),
+                    )),
+                    Step::Done => out.push("data: [DONE]\n\n".to_string()),
+                    _ => {}
+                }
+            }
+            Renderer::Anthropic {
+                open,
+                next_index,
+                usage,
+            } => {
+                let close = |open: &mut Option<(u32, &'static str)>, out: &mut Vec<String>| {
+                    if let Some((i, _)) = open.take() {
+                        out.push(sse(
+                            "content_block_stop",
+                            &json!({"type": "content_block_stop", "index": i}),
+                        ));
+                    }
+                };
+                let mut begin = |kind: &'static str,
+                                 block: Value,
+                                 open: &mut Option<(u32, &'static str)>,
+                                 out: &mut Vec<String>|
+                 -> u32 {
+                    if let Some((i, k)) = *open {
+                        if k == kind && kind != "tool_use" {
+                            return i;
+                        }
+                    }
+                    close(open, out);
+                    let i = *next_index;
+                    *next_index += 1;
+                    *open = Some((i, kind));
+                    out.push(sse(
+                        "content_block_start",
+                        &json!({"type": "content_block_start", "index": i, "content_block": block}),
+                    ));
+                    i
+                };
+                let delta = |i: u32, d: Value| {
+                    sse(
+                        "content_block_delta",
+                        &json!({"type": "content_block_delta", "index": i, "delta": d}),
+                    )
+                };
+                match step {
+                    Step::Text(t) => {
+                        let i = begin("text", json!({"type": "text", "text": ""}), open, out);
+                        out.push(delta(i, json!({"type": "text_delta", "text": t})));
+                    }
+                    Step::Reasoning(t) => {
+                        let i = begin(
+                            "thinking",
+                            json!({"type": "thinking", "thinking": "", "signature": ""}),
+                            open,
+                            out,
+                        );
+                        out.push(delta(i, json!({"type": "thinking_delta", "thinking": t})));
+                    }
+                    Step::Signature(sig) => {
+                        if let Some((i, "thinking")) = *open {
+                            out.push(delta(
+                                i,
+                                json!({"type": "signature_delta", "signature": sig}),
+                            ));
+                        }
+                    }
+                    Step::ToolCall {
+                        id,
+                        name,
+                        args_json,
+                        ..
+                    } => {
+                        let i = begin(
+                            "tool_use",
+                            json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+                            open,
+                            out,
+                        );
+                        for part in split_in_three(args_json) {
+                            out.push(delta(
+                                i,
+                                json!({"type": "input_json_delta", "partial_json": part}),
+                            ));
+                        }
+                    }
+                    Step::Finish(reason) => {
+                        close(open, out);
+                        let stop = match reason.as_str() {
+                            "stop" => "end_turn",
+                            "tool_calls" => "tool_use",
+                            "length" => "max_tokens",
+                            "content_filter" => "refusal",
+                            other => other,
+                        };
+                        out.push(sse(
+                            "message_delta",
+                            &json!({"type": "message_delta",
+                                    "delta": {"stop_reason": stop, "stop_sequence": null},
+                                    "usage": {"output_tokens": usage.1}}),
+                        ));
+                    }
+                    Step::Done => {
+                        close(open, out);
+                        out.push(sse("message_stop", &json!({"type": "message_stop"})));
+                    }
+                    _ => {}
+                }
+            }
+            Renderer::Gemini {
+                model,
+                response_id,
+                signature,
+                usage,
+            } => {
+                let (prompt, completion, cached) = *usage;
+                let metadata = |last: bool| {
+                    let mut m = json!({"promptTokenCount": prompt,
+                        "totalTokenCount": prompt + if last { completion } else { 0 }});
+                    if last {
+                        m["candidatesTokenCount"] = json!(completion);
+                        if cached > 0 {
+                            m["cachedContentTokenCount"] = json!(cached);
+                        }
+                    }
+                    m
+                };
+                let chunk = |parts: Vec<Value>, finish: Option<&str>, last: bool| {
+                    let mut candidate =
+                        json!({"content": {"parts": parts, "role": "model"}, "index": 0});
+                    if let Some(f) = finish {
+                        candidate["finishReason"] = json!(f);
+                    }
+                    let c = json!({"candidates": [candidate], "usageMetadata": metadata(last),
+                                   "modelVersion": model, "responseId": response_id});
+                    // Gemini separates events with CRLF pairs.
+                    format!("data: {c}\r\n\r\n")
+                };
+                match step {
+                    Step::Text(t) => {
+                        let mut part = json!({"text": t});
+                        if let Some(sig) = signature.take() {
+                            part["thoughtSignature"] = json!(sig);
+                        }
+                        out.push(chunk(vec![part], None, false));
+                    }
+                    Step::Reasoning(t) => out.push(chunk(
+                        vec![json!({"text": t, "thought": true})],
+                        None,
+                        false,
+                    )),
+                    Step::Signature(sig) => *signature = Some(sig.clone()),
+                    Step::ToolCall {
+                        name, args_json, ..
+                    } => {
+                        let args: Value = serde_json::from_str(args_json).unwrap_or(json!({}));
+                        let mut part = json!({"functionCall": {"name": name, "args": args}});
+                        if let Some(sig) = signature.take() {
+                            part["thoughtSignature"] = json!(sig);
+                        }
+                        out.push(chunk(vec![part], None, false));
+                    }
+                    Step::Finish(reason) => {
+                        let f = match reason.as_str() {
+                            "stop" | "tool_calls" => "STOP",
+                            "length" => "MAX_TOKENS",
+                            "content_filter" => "SAFETY",
+                            other => other,
+                        };
+                        let mut part = json!({"text": ""});
+                        if let Some(sig) = signature.take() {
+                            part["thoughtSignature"] = json!(sig);
+                        }
+                        out.push(chunk(vec![part], Some(f), true));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
 /// Plays a script on the connection, watching the read side for the client hanging up.
-async fn play(stream: &mut TcpStream, script: &Script, model: &str, index: usize) -> Outcome {
+async fn play(
+    stream: &mut TcpStream,
+    script: &Script,
+    dialect: Dialect,
+    model: &str,
+    index: usize,
+) -> Outcome {
     let (mut rd, mut wr) = stream.split();
     // The request was read completely, so any further read ending means the client closed
     // (or reset) the connection: that is how a cancelled stream is detected while paused.
@@ -715,31 +1387,6 @@ async fn play(stream: &mut TcpStream, script: &Script, model: &str, index: usize
         }
     };
     tokio::pin!(closed);
-
-    let chunk_id = format!("chatcmpl-mock-{index}");
-    let created = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let chunk = |choices: Value, usage: Option<Value>| {
-        let mut c = json!({
-            "id": chunk_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": choices,
-        });
-        if let Some(u) = usage {
-            c["usage"] = u;
-        }
-        format!("data: {c}\n\n")
-    };
-    let delta = |d: Value| {
-        chunk(
-            json!([{"index": 0, "delta": d, "finish_reason": null}]),
-            None,
-        )
-    };
 
     if let Some(gate) = &script.head_gate {
         gate.mark_reached();
@@ -764,58 +1411,16 @@ async fn play(stream: &mut TcpStream, script: &Script, model: &str, index: usize
 
     let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
     let mut pieces: Vec<String> = vec![head.to_string()];
+    let mut renderer = Renderer::new(dialect, script, model, index);
+    renderer.start(&mut pieces);
 
     for step in &script.steps {
         // What to write for this step, or a pause / a disconnect.
         match step {
-            Step::Role => pieces.push(delta(json!({"role": "assistant", "content": ""}))),
-            Step::Text(t) => pieces.push(delta(json!({"content": t}))),
-            Step::Reasoning(t) => pieces.push(delta(json!({"reasoning_content": t}))),
-            Step::ToolCall {
-                index,
-                id,
-                name,
-                args_json,
-            } => {
-                pieces.push(delta(json!({"tool_calls": [{
-                    "index": index, "id": id, "type": "function",
-                    "function": {"name": name, "arguments": ""}
-                }]})));
-                for part in split_in_three(args_json) {
-                    pieces.push(delta(json!({"tool_calls": [{
-                        "index": index, "function": {"arguments": part}
-                    }]})));
-                }
-            }
-            Step::Finish(reason) => pieces.push(chunk(
-                json!([{"index": 0, "delta": {}, "finish_reason": reason}]),
-                None,
-            )),
-            Step::Usage { prompt, completion } => pieces.push(chunk(
-                json!([]),
-                Some(json!({
-                    "prompt_tokens": prompt,
-                    "completion_tokens": completion,
-                    "total_tokens": prompt + completion,
-                })),
-            )),
-            Step::UsageCached {
-                prompt,
-                completion,
-                cached,
-            } => pieces.push(chunk(
-                json!([]),
-                Some(json!({
-                    "prompt_tokens": prompt,
-                    "completion_tokens": completion,
-                    "total_tokens": prompt + completion,
-                    "prompt_tokens_details": {"cached_tokens": cached},
-                })),
-            )),
-            Step::Done => pieces.push("data: [DONE]\n\n".to_string()),
             Step::Raw(s) => pieces.push(s.clone()),
             Step::HttpError { .. } => unreachable!("checked in MockLlm::push"),
             Step::Delay(_) | Step::WaitFor(_) | Step::Disconnect => {}
+            other => renderer.step(other, &mut pieces),
         }
 
         // Each chunk is written and flushed on its own so the client sees real chunk

@@ -14,7 +14,9 @@ pub mod tandem;
 
 use std::time::Duration;
 
-pub use mock_llm::{Gate, MockLlm, RecordedRequest, Script, Step, HELPER_USAGE, NO_SCRIPT_MESSAGE};
+pub use mock_llm::{
+    Dialect, Gate, MockLlm, RecordedRequest, Script, Step, HELPER_USAGE, NO_SCRIPT_MESSAGE,
+};
 pub use tandem::{
     assert_seq_contiguous, assert_seq_gap_free, config_for, config_with, frame, read_message,
     Framing, RpcError, Tandem, TandemOptions,
