@@ -32,18 +32,36 @@ const FILE_BYTES: usize = 100 * 1024;
 const IGNORED_FILES: usize = 200;
 const PATTERN: &str = r"fn parse_[a-z]+_v7\(";
 const WARMUPS: usize = 1;
-const RUNS: usize = 5;
+/// Many runs, because on a shared 2-core machine single runs swing by ±30%.
+const RUNS: usize = 11;
 
 pub struct GrepFigures {
     tandem: Duration,
     rg: Duration,
     matches: usize,
+    /// CPU time (user + system) per run, from `/proc/self/stat`: this process for tandem, its
+    /// waited-for children for ripgrep. Less sensitive than wall time to other load.
+    tandem_cpu: Duration,
+    rg_cpu: Duration,
     corpus_bytes: u64,
     files: usize,
 }
 
 impl GrepFigures {
-    pub fn row(&self) -> Row {
+    pub fn rows(&self) -> Vec<Row> {
+        vec![
+            self.wall_row(),
+            Row::within_ratio(
+                "grep tool: CPU time per search (user + system, mean)",
+                self.tandem_cpu,
+                self.rg_cpu,
+                "ripgrep",
+                (1.1, "≤ 1.1× (diagnostic)"),
+            ),
+        ]
+    }
+
+    fn wall_row(&self) -> Row {
         Row::within_ratio(
             &format!(
                 "grep tool, median of {RUNS}: `{PATTERN}` over {:.0} MB in {} files ({} matching lines)",
@@ -62,7 +80,7 @@ impl GrepFigures {
         format!(
             "grep: ripgrep {} (`{}`) as `rg -n --no-require-git '{PATTERN}'` in the corpus root, output read through a pipe; \
              tandem's `tandem::tools::fs::grep` in-process on the same root. Page cache warm ({WARMUPS} warm-up each), \
-             runs alternate. Both counted {} matching lines.",
+             {RUNS} runs each, alternating. Both counted {} matching lines.",
             rg_version(rg),
             rg.display(),
             self.matches
@@ -79,10 +97,14 @@ pub fn measure(rg: &Path) -> Result<GrepFigures> {
     let mut tandem_times = Vec::new();
     let mut rg_times = Vec::new();
     let mut counts = None;
+    let mut tandem_cpu = Duration::ZERO;
+    let mut rg_cpu = Duration::ZERO;
     for run in 0..WARMUPS + RUNS {
+        let cpu_before = cpu_times()?;
         let start = Instant::now();
         let outcome = tandem::tools::fs::grep(&ws, PATTERN, None, None);
         let tandem_time = start.elapsed();
+        let cpu_middle = cpu_times()?;
         if outcome.is_error {
             return Err(format!("tandem's grep failed: {}", outcome.output).into());
         }
@@ -91,6 +113,7 @@ pub fn measure(rg: &Path) -> Result<GrepFigures> {
         let start = Instant::now();
         let rg_count = run_rg(rg, &root)?;
         let rg_time = start.elapsed();
+        let cpu_after = cpu_times()?;
 
         if tandem_count != rg_count {
             return Err(format!(
@@ -102,15 +125,42 @@ pub fn measure(rg: &Path) -> Result<GrepFigures> {
         if run >= WARMUPS {
             tandem_times.push(tandem_time);
             rg_times.push(rg_time);
+            tandem_cpu += cpu_middle.0 - cpu_before.0;
+            rg_cpu += cpu_after.1 - cpu_middle.1;
         }
     }
     Ok(GrepFigures {
         tandem: summarize(tandem_times).median,
         rg: summarize(rg_times).median,
         matches: counts.unwrap_or(0),
+        tandem_cpu: tandem_cpu / RUNS as u32,
+        rg_cpu: rg_cpu / RUNS as u32,
         corpus_bytes,
         files,
     })
+}
+
+/// (this process, its waited-for children) CPU time so far, from `/proc/self/stat`.
+fn cpu_times() -> Result<(Duration, Duration)> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // Fields after the command name: state is the 1st, utime the 12th, then stime, cutime,
+    // cstime.
+    let fields: Vec<u64> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .skip(11)
+                .take(4)
+                .filter_map(|f| f.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    if fields.len() != 4 {
+        return Err("cannot read CPU times from /proc/self/stat".into());
+    }
+    // USER_HZ is 100 on every Linux ABI Rust targets.
+    let ticks = |t: u64| Duration::from_millis(t * 10);
+    Ok((ticks(fields[0] + fields[1]), ticks(fields[2] + fields[3])))
 }
 
 /// The number of matching lines tandem reports: the lines shown, or the total in its

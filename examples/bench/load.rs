@@ -74,7 +74,7 @@ impl LoadFigures {
              Floor: the same {SESSIONS} streams read concurrently in this process by reqwest + eventsource-stream + serde_json.",
             SHAPE.deltas,
             SHAPE.pace.map_or(0, |p| p.as_millis()),
-            SESSIONS as f64 * SHAPE.deltas as f64 / SHAPE.pace.map_or(1.0, |p| p.as_secs_f64()),
+            SESSIONS as f64 / SHAPE.pace.map_or(1.0, |p| p.as_secs_f64()),
         )
     }
 }

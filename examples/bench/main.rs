@@ -136,7 +136,7 @@ fn run() -> Result<()> {
             Part::Grep => match anchors::rg() {
                 Ok(rg) => {
                     let figures = grep::measure(&rg)?;
-                    rows.push(figures.row());
+                    rows.extend(figures.rows());
                     notes.push(figures.note(&rg));
                 }
                 Err(error) => {
