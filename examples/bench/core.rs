@@ -287,6 +287,9 @@ async fn floor_latencies() -> Result<Vec<Duration>> {
 pub struct TurnRun {
     pub latencies: Vec<Duration>,
     pub rss_after_kib: u64,
+    /// Context switches per delta of each tandem thread name during the turn: how many thread
+    /// hops a delta takes on its way from the socket to stdout.
+    pub switches_per_delta: Vec<(String, f64)>,
 }
 
 /// tandem, configured for the mock, driven over stdio like an editor would.
@@ -309,6 +312,7 @@ async fn drive_turn(server: &mut RpcChild, cwd: &Path, mock: &mut MockLlm) -> Re
     let session_id = crate::rpc::tandem_new_session(server, cwd).await?;
     // Shared by the closure and the loop that waits for the end.
     let end = std::cell::RefCell::new(None);
+    let switches_before = thread_switches(server.pid());
     let mut observe = |_: &mut RpcChild, at: Instant, message: &Value| -> Result<()> {
         if let Some(params) = observe_event(message, at, &mut arrivals)? {
             *end.borrow_mut() = Some(params);
@@ -330,12 +334,53 @@ async fn drive_turn(server: &mut RpcChild, cwd: &Path, mock: &mut MockLlm) -> Re
     if end["reason"] != "completed" {
         return Err(format!("the turn did not complete: {end}").into());
     }
+    let switches_after = thread_switches(server.pid());
     let rss_after_kib = rss_kib(server.pid())?;
     let sends = mock.next_send_times().await?;
+    let switches_per_delta = switches_after
+        .iter()
+        .map(|(name, after)| {
+            let before = switches_before.get(name).copied().unwrap_or(0);
+            (
+                name.clone(),
+                after.saturating_sub(before) as f64 / DELTAS as f64,
+            )
+        })
+        .filter(|(_, per_delta)| *per_delta >= 0.05)
+        .collect();
     Ok(TurnRun {
         latencies: arrivals.latencies(&sends)?,
         rss_after_kib,
+        switches_per_delta,
     })
+}
+
+/// Voluntary plus involuntary context switches of a process's threads, summed by thread name
+/// (tokio names all its workers alike).
+fn thread_switches(pid: u32) -> BTreeMap<String, u64> {
+    let mut by_name = BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        let field = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(|v| v.trim().to_owned())
+        };
+        let name = field("Name:").unwrap_or_default();
+        let switches: u64 = ["voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"]
+            .iter()
+            .filter_map(|key| field(key).and_then(|v| v.parse::<u64>().ok()))
+            .sum();
+        *by_name.entry(name).or_insert(0) += switches;
+    }
+    by_name
 }
 
 /// Records an `assistantDelta`; returns the event params when it is `turnEnded`.
@@ -940,6 +985,7 @@ pub struct CoreFigures {
     pub floor: Summary,
     pub delta: Summary,
     rss_after_turn_kib: u64,
+    switches_per_delta: Vec<(String, f64)>,
     persistence: PersistenceFigures,
 }
 
@@ -990,6 +1036,7 @@ pub fn measure(bin: &Path, runtime: &tokio::runtime::Runtime) -> Result<CoreFigu
         floor,
         delta,
         rss_after_turn_kib: turn.rss_after_kib,
+        switches_per_delta: turn.switches_per_delta,
         persistence,
     })
 }
@@ -1101,9 +1148,15 @@ impl CoreFigures {
             "Cold start: {COLD_START_RUNS} runs after {COLD_START_WARMUPS} warm-ups, fresh `--data-dir`, built-in offline model. \
              Idle RSS: median of {RSS_RUNS} VmRSS samples. \
              Delta latency: {DELTAS} chunks from a loopback mock paced {} ms apart; time from the mock's write to tandem's \
-             `session/event` line being read from its stdout. tandem RSS after that turn: {}.",
+             `session/event` line being read from its stdout. tandem RSS after that turn: {}. \
+             Context switches per delta during that turn, by tandem thread (each is a thread a delta wakes on its way): {}.",
             DELTA_PACE.as_millis(),
-            format_kib(self.rss_after_turn_kib)
+            format_kib(self.rss_after_turn_kib),
+            self.switches_per_delta
+                .iter()
+                .map(|(name, n)| format!("`{name}` {n:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         println!();
         let stages = &resume.stages;
