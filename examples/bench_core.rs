@@ -78,7 +78,7 @@ fn parse_bin_arg() -> Result<Option<PathBuf>> {
         } else if let Some(value) = text.strip_prefix("--bin=") {
             bin = Some(PathBuf::from(value));
         } else if text == "-h" || text == "--help" {
-            println!("usage: cargo run --release --example bench_core [-- --bin PATH]\n\nPATH defaults to $TANDEM_BIN, then target/release/tandem (built if missing).");
+            println!("usage: cargo run --release --example bench_core [-- --bin PATH]\n\nPATH defaults to $TANDEM_BIN, then target/release/tandem (built first when missing or older than the sources).");
             std::process::exit(0);
         } else {
             return Err(format!("unknown argument `{text}`; the only option is --bin PATH").into());

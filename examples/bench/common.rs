@@ -33,8 +33,9 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
 }
 
-/// An explicit path must exist; the default one (`<target>/release/tandem`) is built when
-/// missing, since that is what a fresh checkout needs.
+/// An explicit path must exist; the default one (`<target>/release/tandem`) is built when it is
+/// missing or older than the sources, because `cargo run --example` does not build the server
+/// binary and the figures must describe the code checked out.
 pub fn resolve_binary(explicit: Option<PathBuf>) -> Result<PathBuf> {
     let explicit = explicit.or_else(|| std::env::var_os("TANDEM_BIN").map(PathBuf::from));
     if let Some(path) = explicit {
@@ -46,9 +47,16 @@ pub fn resolve_binary(explicit: Option<PathBuf>) -> Result<PathBuf> {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let target = target_dir();
     let path = target.join("release/tandem");
-    if !path.is_file() {
+    let why = if !path.is_file() {
+        Some("is missing")
+    } else if !newer_sources(&path, manifest_dir).is_empty() {
+        Some("is older than the sources")
+    } else {
+        None
+    };
+    if let Some(why) = why {
         progress(&format!(
-            "{} is missing: running `cargo build --release --bin tandem` first",
+            "{} {why}: running `cargo build --release --bin tandem` first",
             path.display()
         ));
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
@@ -65,15 +73,21 @@ pub fn resolve_binary(explicit: Option<PathBuf>) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// `cargo run --example` does not rebuild the server binary, so say when the figures would
-/// describe older sources than the ones checked out.
-pub fn warn_if_stale(bin: &Path, manifest_dir: &Path) {
+/// Source files changed after `bin` was built.
+fn newer_sources(bin: &Path, manifest_dir: &Path) -> Vec<PathBuf> {
     let Ok(built) = std::fs::metadata(bin).and_then(|m| m.modified()) else {
-        return;
+        return Vec::new();
     };
     let mut newer = Vec::new();
     collect_newer(&manifest_dir.join("src"), built, &mut newer);
     collect_newer(&manifest_dir.join("Cargo.toml"), built, &mut newer);
+    newer
+}
+
+/// Says when the figures would describe older sources than the ones checked out (a build that
+/// left the binary untouched, say).
+pub fn warn_if_stale(bin: &Path, manifest_dir: &Path) {
+    let newer = newer_sources(bin, manifest_dir);
     if !newer.is_empty() {
         progress(&format!(
             "warning: {} is older than {} source file(s) (e.g. {}); run `cargo build --release` to measure the current sources",

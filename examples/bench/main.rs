@@ -31,7 +31,7 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|gr
   load    50 concurrent sessions streaming paced deltas
   core    event latency and resume (also cold start, idle memory and persistence beside their floors)
 
-PATH defaults to $TANDEM_BIN, then <target>/release/tandem (built if missing).
+PATH defaults to $TANDEM_BIN, then <target>/release/tandem (built first when missing or older than the sources).
 Anchors go to <target>/bench-tools (or $TANDEM_BENCH_TOOLS); CODEX_BIN and RG_BIN override them.";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -185,5 +185,5 @@ fn print_footer(bin: &Path) {
     println!();
     println!("Machine: {}. Binary: `{}`.", machine(), bin.display());
     println!();
-    println!("Reproduce: `cargo build --release && cargo run --release --example bench -- all`");
+    println!("Reproduce: `cargo run --release --example bench -- all`");
 }
