@@ -1,0 +1,189 @@
+//! tandem's benchmark suite: every figure beside an anchor measured in the same run (Codex
+//! app-server, ripgrep, an in-process floor, a raw rusqlite read), printed as one table of
+//! ratios with the target each must meet.
+//!
+//! `cargo run --release --example bench -- [all|codex|grep|fanout|load|core] [--bin PATH]`
+//! installs the anchors into `<target>/bench-tools` when missing. `examples/bench/README.md`
+//! describes each method. A missed target is a table entry, not an error; the exit code is
+//! non-zero only when a measurement fails.
+
+mod anchors;
+mod codex;
+mod common;
+mod core;
+mod fanout;
+mod grep;
+mod load;
+mod mock;
+mod rpc;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use common::{machine, print_table, progress, resolve_binary, Result, Row};
+
+const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|grep|fanout|load|core]... [--bin PATH]
+
+  all     everything below (the default)
+  codex   cold start, memory and a full turn beside Codex app-server (npm @openai/codex)
+  grep    the grep tool beside ripgrep 14+ on a generated corpus of a few hundred MB
+  fanout  16 read_file calls in one assistant message beside 16 sequential ones
+  load    50 concurrent sessions streaming paced deltas
+  core    event latency and resume (also cold start, idle memory and persistence beside their floors)
+
+PATH defaults to $TANDEM_BIN, then <target>/release/tandem (built first when missing or older than the sources).
+Anchors go to <target>/bench-tools (or $TANDEM_BENCH_TOOLS); CODEX_BIN and RG_BIN override them.";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Codex,
+    Grep,
+    Fanout,
+    Load,
+    Core,
+}
+
+const ALL: [Part; 5] = [
+    Part::Codex,
+    Part::Grep,
+    Part::Fanout,
+    Part::Load,
+    Part::Core,
+];
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("bench: error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn parse_args() -> Result<(Vec<Part>, Option<PathBuf>)> {
+    let mut args = std::env::args_os().skip(1);
+    let mut parts = Vec::new();
+    let mut bin = None;
+    while let Some(arg) = args.next() {
+        let text = arg.to_string_lossy().into_owned();
+        match text.as_str() {
+            "all" => parts.extend(ALL),
+            "codex" => parts.push(Part::Codex),
+            "grep" => parts.push(Part::Grep),
+            "fanout" => parts.push(Part::Fanout),
+            "load" => parts.push(Part::Load),
+            "core" => parts.push(Part::Core),
+            "--bin" => bin = Some(PathBuf::from(args.next().ok_or("--bin needs a path")?)),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => {
+                if let Some(value) = other.strip_prefix("--bin=") {
+                    bin = Some(PathBuf::from(value));
+                } else {
+                    return Err(format!("unknown argument `{other}`\n\n{USAGE}").into());
+                }
+            }
+        }
+    }
+    if parts.is_empty() {
+        parts.extend(ALL);
+    }
+    parts.dedup();
+    Ok((parts, bin))
+}
+
+fn run() -> Result<()> {
+    let (parts, bin) = parse_args()?;
+    let bin = resolve_binary(bin)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let mut core_figures = None;
+    for part in parts {
+        match part {
+            Part::Codex => match anchors::codex() {
+                Ok(codex) => {
+                    let figures = codex::measure(&bin, &codex, &runtime)?;
+                    rows.extend(figures.rows());
+                    notes.push(format!(
+                        "Codex: `{}` (`{}`), `codex app-server` with a scratch `CODEX_HOME` whose config points the model \
+                         provider at a loopback Responses API mock, approval policy on-request, plugins, apps, analytics, \
+                         feedback, OpenTelemetry and update checks off. tandem: `tandem serve` with an OpenAI-compatible \
+                         provider on a loopback chat-completions mock. Memory is VmRSS summed over the process and its \
+                         descendants; the peak is sampled every 2 ms during the turn (at least the server's own VmHWM).",
+                        figures.version,
+                        codex.display()
+                    ));
+                }
+                Err(error) => {
+                    progress(&format!("codex: skipped: {error}"));
+                    for measure in [
+                        "Cold start vs Codex",
+                        "Idle memory vs Codex",
+                        "Peak memory vs Codex",
+                        "Full turn vs Codex",
+                    ] {
+                        rows.push(Row::failed(measure, &error.to_string(), "see README"));
+                    }
+                }
+            },
+            Part::Grep => match anchors::rg() {
+                Ok(rg) => {
+                    let figures = grep::measure(&rg)?;
+                    rows.extend(figures.rows());
+                    notes.push(figures.note(&rg));
+                }
+                Err(error) => {
+                    progress(&format!("grep: skipped: {error}"));
+                    rows.push(Row::failed(
+                        "grep tool vs ripgrep",
+                        &error.to_string(),
+                        "≤ 1.1×",
+                    ));
+                }
+            },
+            Part::Fanout => {
+                let figures = fanout::measure(&bin, &runtime)?;
+                rows.extend(figures.rows());
+                notes.push(figures.note());
+            }
+            Part::Load => {
+                let figures = load::measure(&bin, &runtime)?;
+                rows.extend(figures.rows());
+                notes.push(figures.note());
+            }
+            Part::Core => {
+                let figures = core::measure(&bin, &runtime)?;
+                rows.extend(figures.issue_rows());
+                core_figures = Some(figures);
+            }
+        }
+    }
+    print_table("tandem benchmark suite", &rows);
+    for note in &notes {
+        println!();
+        println!("{note}");
+    }
+    if let Some(figures) = core_figures {
+        print_table(
+            "Core figures (also `cargo run --release --example bench_core`)",
+            &figures.rows(),
+        );
+        figures.print_notes();
+    }
+    print_footer(&bin);
+    Ok(())
+}
+
+fn print_footer(bin: &Path) {
+    println!();
+    println!("Machine: {}. Binary: `{}`.", machine(), bin.display());
+    println!();
+    println!("Reproduce: `cargo run --release --example bench -- all`");
+}
