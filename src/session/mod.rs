@@ -19,7 +19,7 @@ use crate::engine::history::{new_id, now_ms, Message, NoticeKind, Part, Role, So
 use crate::engine::{turn, EngineContext};
 use crate::permissions::PermissionRules;
 use crate::protocol::{Decision, ErrorKind, Event, Mode};
-use crate::store::{Durability, PendingRecord, RuleRecord, SessionRecord, Store};
+use crate::store::{AfterCommit, Durability, PendingRecord, RuleRecord, SessionRecord, Store};
 use crate::tools::client_fs::ClientFs;
 use crate::workspace::Workspace;
 
@@ -109,9 +109,17 @@ impl Emitter {
         let json = persisted(&event)
             .then(|| serde_json::to_string(&event).ok())
             .flatten();
+        // A turn streams right after it starts: its row reserves the numbers of the deltas, so
+        // the first one does not wait for a reservation of its own.
+        let reserve_with_row = json.is_some() && matches!(event, Event::TurnStarted { .. });
         if json.is_some() {
-            // The row carries its seq, and the store sets the high-water mark to it.
-            counters.durable = seq;
+            // The row carries its seq, and the store sets the high-water mark to it (or to the
+            // end of the reservation it carries).
+            counters.durable = if reserve_with_row {
+                seq + SEQ_RESERVATION
+            } else {
+                seq
+            };
         } else if seq <= counters.durable && self.queued.load(Ordering::Acquire) == 0 {
             // Every earlier event of this session has reached the sink (a callback decrements
             // `queued` only after its emit), so this one cannot overtake anything.
@@ -127,17 +135,29 @@ impl Emitter {
         let event_type = event.type_name();
         let queued = self.queued.clone();
         queued.fetch_add(1, Ordering::AcqRel);
-        store.record_event(
-            &self.session_id,
-            seq,
-            turn_id,
-            event_type,
-            json,
-            Some(Box::new(move || {
-                sink.emit(&session_id, seq, turn.as_deref(), &event);
-                queued.fetch_sub(1, Ordering::AcqRel);
-            })),
-        );
+        let after_commit: AfterCommit = Box::new(move || {
+            sink.emit(&session_id, seq, turn.as_deref(), &event);
+            queued.fetch_sub(1, Ordering::AcqRel);
+        });
+        match json {
+            Some(json) if reserve_with_row => store.record_event_reserving(
+                &self.session_id,
+                seq,
+                turn_id,
+                event_type,
+                json,
+                counters.durable,
+                Some(after_commit),
+            ),
+            json => store.record_event(
+                &self.session_id,
+                seq,
+                turn_id,
+                event_type,
+                json,
+                Some(after_commit),
+            ),
+        }
     }
 
     /// Run `f` after every event emitted before it has reached the sink, and before any event

@@ -181,6 +181,8 @@ enum Command {
         turn_id: Option<String>,
         event_type: String,
         json: Option<String>,
+        /// With a row: the `last_seq` written with it; `None` writes `seq`.
+        reserve_to: Option<u64>,
         after_commit: Option<AfterCommit>,
     },
     UpsertPending(PendingRecord),
@@ -438,6 +440,32 @@ impl Store {
             turn_id: turn_id.map(str::to_owned),
             event_type: event_type.to_owned(),
             json,
+            reserve_to: None,
+            after_commit,
+        });
+    }
+
+    /// [`Store::record_event`] for an event with a row that also reserves the `seq`s after it,
+    /// up to `reserve_to`, in the same transaction: for an event that a stream follows at once
+    /// (`turnStarted`), so the stream's first delta need not wait for a reservation of its own.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record_event_reserving(
+        &self,
+        session_id: &str,
+        seq: u64,
+        turn_id: Option<&str>,
+        event_type: &str,
+        json: String,
+        reserve_to: u64,
+        after_commit: Option<AfterCommit>,
+    ) {
+        self.send(Command::RecordEvent {
+            session_id: session_id.to_owned(),
+            seq,
+            turn_id: turn_id.map(str::to_owned),
+            event_type: event_type.to_owned(),
+            json: Some(json),
+            reserve_to: Some(reserve_to.max(seq)),
             after_commit,
         });
     }
@@ -462,6 +490,7 @@ impl Store {
             turn_id: None,
             event_type: String::new(),
             json: None,
+            reserve_to: None,
             after_commit: Some(f),
         });
     }

@@ -747,3 +747,40 @@ fn default_database_path_prefers_the_data_dir() {
         "{fallback:?}"
     );
 }
+
+#[tokio::test]
+async fn reservations_hold_back_seqs_until_the_next_stored_event_gives_them_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_file(&dir);
+    let store = Store::open(&path).unwrap();
+    store.create_session(session("s1", "/w", 10));
+    // turnStarted reserves the numbers of the stream that follows it.
+    store.record_event_reserving("s1", 1, Some("t1"), "turnStarted", "{}".into(), 1_024, None);
+    store.barrier(Durability::Normal).await.unwrap();
+    assert_eq!(
+        store.load_session("s1").await.unwrap().unwrap().last_seq,
+        1_024
+    );
+    // A later reservation, then a stored event that gives everything beyond it back.
+    store.reserve_seq("s1", 2_047);
+    store.barrier(Durability::Normal).await.unwrap();
+    assert_eq!(
+        store.load_session("s1").await.unwrap().unwrap().last_seq,
+        2_047
+    );
+    store.record_event(
+        "s1",
+        1_030,
+        Some("t1"),
+        "turnEnded",
+        Some("{}".into()),
+        None,
+    );
+    store.barrier(Durability::Normal).await.unwrap();
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(
+        store.load_session("s1").await.unwrap().unwrap().last_seq,
+        1_030
+    );
+}

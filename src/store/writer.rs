@@ -190,6 +190,7 @@ impl Writer {
                 turn_id,
                 event_type,
                 json,
+                reserve_to,
                 after_commit,
             } => {
                 if let Some(json) = json {
@@ -204,8 +205,9 @@ impl Writer {
                             s.execute(params![session_id, to_i64(seq), turn_id, event_type, json])
                         }),
                     );
-                    // The row is the high-water mark now; drop any reservation beyond it.
-                    set_last_seq(conn, &session_id, seq);
+                    // The row is the high-water mark now: any earlier reservation beyond it is
+                    // given back, unless this event reserves for the stream that follows it.
+                    set_last_seq(conn, &session_id, reserve_to.unwrap_or(seq));
                 }
                 match after_commit {
                     Some(callback) => Box::new(move |_| callback()),
