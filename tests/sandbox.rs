@@ -466,10 +466,9 @@ fn hostile_attempts(
     data_dir: &Path,
     tandem_pid: u32,
 ) -> Vec<(String, String, &'static str)> {
-    // Not under /tmp, which bubblewrap replaces with a private dir where a write would "work".
-    let outside = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target")
-        .join(format!("tandem-hostile-{}", std::process::id()));
+    // Not under /tmp, which bubblewrap replaces with a private dir where a write would "work";
+    // nor under the checkout, which a CI run may clone into /tmp.
+    let outside = Path::new("/var/tmp").join(format!("tandem-hostile-{}", std::process::id()));
     let chain: Vec<String> = (0..59)
         .map(|i| format!("echo step{i}"))
         .chain(std::iter::once(format!(
