@@ -50,7 +50,10 @@ if ! [ -f "$CS_DIR/.installed" ]; then
   mkdir -p "$CS_DIR"
   export PATH="$(dirname "$NODE24"):$PATH"
   export npm_config_nodedir="$NODEDIR"
-  (cd "$CS_DIR" && nice npm install --no-save --no-audit --no-fund --prefix "$CS_DIR" "code-server@$CODE_SERVER_VERSION" >&2)
+  # npm runs install scripts with the node that runs npm itself first on PATH, so npm must run
+  # under Node 24 too: code-server's postinstall refuses any other version.
+  NPM_CLI="$(readlink -f "$(command -v npm)")"
+  (cd "$CS_DIR" && nice "$NODE24" "$NPM_CLI" install --no-save --no-audit --no-fund --prefix "$CS_DIR" "code-server@$CODE_SERVER_VERSION" >&2)
   [ -f "$CS_BIN" ] || { log "code-server installed but $CS_BIN is missing"; exit 1; }
   touch "$CS_DIR/.installed"
 fi
