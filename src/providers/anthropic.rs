@@ -51,14 +51,9 @@ impl Provider for AnthropicProvider {
     }
 
     fn stream(&self, request: ProviderRequest) -> ChunkStream {
-        let key = match &self.api_key_env {
-            Some(var) => match http::api_key(var) {
-                Ok(key) => Some(key),
-                Err(missing) => {
-                    return http::failed(ProviderError::new(missing.to_string(), false))
-                }
-            },
-            None => None,
+        let key = match http::configured_key(self.api_key_env.as_deref()) {
+            Ok(key) => key,
+            Err(error) => return http::failed(error),
         };
         let url = format!("{}/v1/messages", self.base_url);
         let mut builder = self

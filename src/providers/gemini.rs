@@ -49,14 +49,9 @@ impl Provider for GeminiProvider {
     }
 
     fn stream(&self, request: ProviderRequest) -> ChunkStream {
-        let key = match &self.api_key_env {
-            Some(var) => match http::api_key(var) {
-                Ok(key) => Some(key),
-                Err(missing) => {
-                    return http::failed(ProviderError::new(missing.to_string(), false))
-                }
-            },
-            None => None,
+        let key = match http::configured_key(self.api_key_env.as_deref()) {
+            Ok(key) => key,
+            Err(error) => return http::failed(error),
         };
         let model = request.model.trim_start_matches("models/");
         let url = format!(

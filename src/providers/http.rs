@@ -30,6 +30,15 @@ pub fn api_key(var: &str) -> Result<String, MissingKey> {
     }
 }
 
+/// The key a request must carry: `None` when the config names no variable, an error (not
+/// retriable: retrying cannot set the variable) when it names one that is unset or empty.
+pub fn configured_key(api_key_env: Option<&str>) -> Result<Option<String>, ProviderError> {
+    api_key_env
+        .map(api_key)
+        .transpose()
+        .map_err(|missing| ProviderError::new(missing.to_string(), false))
+}
+
 /// A stream that fails at once with `error`.
 pub fn failed(error: ProviderError) -> ChunkStream {
     futures_util::stream::once(async move { Err(error) }).boxed()

@@ -237,14 +237,9 @@ impl Provider for OpenAiProvider {
     fn stream(&self, request: ProviderRequest) -> ChunkStream {
         let client = self.client();
         let url = format!("{}/chat/completions", self.base_url);
-        let api_key = match &self.api_key_env {
-            Some(var) => match super::http::api_key(var) {
-                Ok(key) => Some(key),
-                Err(missing) => {
-                    return super::http::failed(ProviderError::new(missing.to_string(), false))
-                }
-            },
-            None => None,
+        let api_key = match super::http::configured_key(self.api_key_env.as_deref()) {
+            Ok(key) => key,
+            Err(error) => return super::http::failed(error),
         };
         let body = request_body(&request);
         let stream = async_stream_chunks(client, url, api_key, body);
