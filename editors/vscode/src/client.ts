@@ -2,6 +2,7 @@
 // on its stdio, exposes typed methods and the `session/event` stream. No `vscode` import: the integration
 // tests drive this exact module against the real binary under plain node.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { Writable } from 'node:stream';
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter, type MessageConnection } from 'vscode-jsonrpc/node';
 import {
   PROTOCOL_VERSION,
@@ -153,7 +154,7 @@ export class TandemClient {
     }
     // A failed write after the child died must not crash the extension host.
     proc.stdin!.on('error', () => {});
-    const conn = createMessageConnection(new StreamMessageReader(proc.stdout!), new StreamMessageWriter(proc.stdin!));
+    const conn = createMessageConnection(new StreamMessageReader(proc.stdout!), new StreamMessageWriter(stdinSink(proc, o.log)));
     this.conn = conn;
     conn.onNotification('session/event', (params: SessionEvent) => {
       for (const l of this.eventListeners) l(params);
@@ -266,4 +267,34 @@ export class TandemClient {
     }
     await this.exitPromise;
   }
+}
+
+/**
+ * The writable that vscode-jsonrpc writes into: it forwards to the child's stdin but never reports a write
+ * error back to the library.
+ *
+ * Why: vscode-jsonrpc 8.2 rethrows a failed request write inside an `async` Promise executor, which no caller
+ * can catch, so a server that exits before reading its stdin (a bad config, a crash) turned every pending
+ * write into an unhandled `EPIPE` rejection. The failure is not lost: the exit handler disposes the
+ * connection, which rejects every request still waiting for an answer, and the exit is reported with the
+ * server's stderr, which says why. Backpressure is kept: the callback runs when stdin took the chunk.
+ */
+function stdinSink(proc: ChildProcess, log?: (line: string) => void): Writable {
+  const stdin = proc.stdin!;
+  let reported = false;
+  return new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      if (stdin.destroyed || !stdin.writable) {
+        callback();
+        return;
+      }
+      stdin.write(chunk, (err) => {
+        if (err && !reported) {
+          reported = true;
+          log?.(`[tandem-vscode] writing to the server failed (${err.message}); waiting for its exit to report why`);
+        }
+        callback();
+      });
+    },
+  });
 }

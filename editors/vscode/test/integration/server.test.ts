@@ -222,6 +222,63 @@ describe('tandem serve through the extension client', () => {
     );
   });
 
+  test('a server that stops reading its stdin fails the request without an unhandled EPIPE rejection', async () => {
+    // A stand-in server: answers initialize, closes its stdin, says so on stderr, and exits a moment later.
+    // Writing the next request then fails with EPIPE for certain, which vscode-jsonrpc alone turns into an
+    // unhandled rejection (the CI failure this test pins down).
+    const dir = tempDir('tandem-epipe-');
+    const script = path.join(dir, 'closes-stdin');
+    fs.writeFileSync(
+      script,
+      `#!${process.execPath}
+const fs = require('fs');
+// Plain fd reads, not process.stdin: node keeps fd 0 open when the stdin stream is destroyed.
+let buf = Buffer.alloc(0);
+const chunk = Buffer.alloc(65536);
+for (;;) {
+  const n = fs.readSync(0, chunk, 0, chunk.length, null);
+  if (n === 0) process.exit(4);
+  buf = Buffer.concat([buf, chunk.subarray(0, n)]);
+  const headerEnd = buf.indexOf('\\r\\n\\r\\n');
+  if (headerEnd < 0) continue;
+  const length = Number(/Content-Length: (\\d+)/i.exec(buf.subarray(0, headerEnd).toString())[1]);
+  if (buf.length >= headerEnd + 4 + length) {
+    const request = JSON.parse(buf.subarray(headerEnd + 4, headerEnd + 4 + length).toString());
+    const body = JSON.stringify({ jsonrpc: '2.0', id: request.id, result: { protocolVersion: 1, models: [], capabilities: {} } });
+    fs.writeSync(1, 'Content-Length: ' + Buffer.byteLength(body) + '\\r\\n\\r\\n' + body);
+    break;
+  }
+}
+fs.closeSync(0);
+fs.writeSync(2, 'stdin closed\\n');
+setTimeout(() => process.exit(3), 300);
+`,
+      { mode: 0o755 },
+    );
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    const logLines: string[] = [];
+    const client = new TandemClient({ serverPath: script, cwd: dir, log: (line) => logLines.push(line) });
+    try {
+      await client.start();
+      await waitFor(() => logLines.includes('stdin closed'), 5000, 'the stand-in server to close its stdin');
+      const exited = new Promise((resolve) => client.onExit(resolve));
+      await assert.rejects(client.listSessions(), /disposed|not running/i);
+      await exited;
+      // Unhandled rejections are reported after the microtask queue drains: give them one macrotask.
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.deepEqual(unhandled, [], 'no write error escapes as an unhandled rejection');
+      assert.ok(
+        logLines.some((l) => /writing to the server failed \(.*EPIPE/.test(l)),
+        `the failed write is logged: ${logLines.join(' | ')}`,
+      );
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await client.dispose();
+    }
+  });
+
   test('the supervisor restarts a crashed server and stops it on dispose', async () => {
     const crashes: { willRestart: boolean }[] = [];
     const starts: { pid?: number; restart: boolean }[] = [];
