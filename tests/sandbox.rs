@@ -5,50 +5,9 @@
 mod support;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::*;
-use tokio::io::AsyncReadExt;
-
-/// A loopback listener that counts the connections it accepts.
-struct Canary {
-    port: u16,
-    hits: Arc<AtomicUsize>,
-}
-
-impl Canary {
-    async fn start() -> Canary {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let hits = Arc::new(AtomicUsize::new(0));
-        let counter = hits.clone();
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                counter.fetch_add(1, Ordering::SeqCst);
-                let mut sink = Vec::new();
-                let _ =
-                    tokio::time::timeout(Duration::from_millis(200), socket.read_to_end(&mut sink))
-                        .await;
-            }
-        });
-        Canary { port, hits }
-    }
-
-    fn hits(&self) -> usize {
-        self.hits.load(Ordering::SeqCst)
-    }
-
-    /// A bash line that connects to the canary and says whether it could.
-    fn connect_command(&self) -> String {
-        format!(
-            "(exec 3<>/dev/tcp/127.0.0.1/{}) 2>/dev/null && echo net-open || echo net-refused",
-            self.port
-        )
-    }
-}
 
 /// What this kernel offers, measured independently of tandem with the `landlock` crate:
 /// `None` without Landlock, `Some(true)` when it can also restrict TCP (ABI 4 and later).

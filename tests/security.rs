@@ -4,11 +4,8 @@
 
 mod support;
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 use support::*;
-use tokio::io::AsyncReadExt;
 
 fn tool_results(request: &Value) -> Vec<(String, String)> {
     request["messages"]
@@ -23,35 +20,6 @@ fn tool_results(request: &Value) -> Vec<(String, String)> {
             )
         })
         .collect()
-}
-
-/// A loopback listener that records whether anything connected to it.
-struct Canary {
-    port: u16,
-    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl Canary {
-    async fn start() -> Canary {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counter = hits.clone();
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let mut sink = Vec::new();
-                let _ =
-                    tokio::time::timeout(Duration::from_millis(200), socket.read_to_end(&mut sink))
-                        .await;
-            }
-        });
-        Canary { port, hits }
-    }
-
-    fn hits(&self) -> usize {
-        self.hits.load(std::sync::atomic::Ordering::SeqCst)
-    }
 }
 
 #[tokio::test]

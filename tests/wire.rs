@@ -294,3 +294,55 @@ async fn paths_outside_the_workspace_are_refused_by_the_tools() {
     );
     t.shutdown().await;
 }
+
+/// A client that stops reading (busy, or slow) must not stall the server, and must get every
+/// event whole and in order once it reads again. The server writes small messages straight to
+/// a non-blocking stdout; when the pipe is full they go to its writer thread, which waits for
+/// room (the log line this waits for), and direct writes resume only once that queue is empty.
+/// A direct write cut short by a full pipe is covered by `server::stdout`'s unit tests, which
+/// can set the pipe up for it exactly.
+#[tokio::test]
+async fn a_client_that_stops_reading_gets_the_whole_stream_in_order_when_it_reads_again() {
+    for framing in [Framing::Ndjson, Framing::ContentLength] {
+        let ws = workspace();
+        let mock = MockLlm::start().await;
+        let chunks: Vec<String> = (0..400)
+            .map(|i| format!("<{i}>{}", "x".repeat(6_000 + i % 5)))
+            .collect();
+        let mut script = Script::new().role();
+        for chunk in &chunks {
+            script = script.text(chunk.clone());
+        }
+        mock.push(script.finish("stop").done());
+        let t = Tandem::start_with(
+            TandemOptions::with_mock(&mock)
+                .framing(framing)
+                .env("RUST_LOG", "tandem::server=debug"),
+        )
+        .await;
+        let sid = t.new_session(ws.path()).await;
+        t.pause_stdout();
+        let id = t
+            .send_request("prompt", json!({"sessionId": sid, "content": "stream"}))
+            .await;
+        // The stream is 2.4 MB; the pipe holds 64 KiB.
+        t.wait_stderr("stdout is full").await;
+        t.resume_stdout();
+        t.response(id).await.expect("the prompt is admitted");
+        let ended = t.wait_turn_ended(&sid).await;
+        assert_eq!(ended["reason"], "completed", "{framing:?}: {ended}");
+        let events = t.events(&sid);
+        assert_seq_contiguous(&events);
+        let streamed: String = events
+            .iter()
+            .filter(|e| e["type"] == "assistantDelta")
+            .map(|e| e["text"].as_str().expect("a delta has text"))
+            .collect();
+        assert!(
+            streamed == chunks.concat(),
+            "{framing:?}: the streamed text differs"
+        );
+        assert!(t.stdout_errors().is_empty(), "{:?}", t.stdout_errors());
+        t.shutdown().await;
+    }
+}

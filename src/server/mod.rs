@@ -6,10 +6,10 @@
 
 pub mod framing;
 pub mod rpc;
+mod stdout;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -34,12 +34,20 @@ use rpc::Incoming;
 #[derive(Clone)]
 pub struct Outbound {
     tx: mpsc::UnboundedSender<Vec<u8>>,
+    /// The real stdout, written directly when it can be (see `stdout`); `None` for an
+    /// in-process driver that reads the channel.
+    stdout: Option<Arc<stdout::Shared>>,
 }
 
 impl Outbound {
     fn send(&self, body: Vec<u8>) {
-        // The writer is gone only when stdout closed; nothing is left to tell.
-        let _ = self.tx.send(body);
+        match &self.stdout {
+            Some(stdout) => stdout.send(&self.tx, body),
+            // In-process drivers read the channel; the writer is gone only when stdout closed.
+            None => {
+                let _ = self.tx.send(body);
+            }
+        }
     }
 
     fn respond<T: Serialize>(&self, id: &Value, result: Result<T, RpcErrorObject>) {
@@ -67,67 +75,6 @@ fn framing_code(framing: Framing) -> u8 {
         Framing::Ndjson => 1,
         Framing::ContentLength => 2,
     }
-}
-
-fn spawn_writer(
-    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
-    framing: Arc<AtomicU8>,
-) -> std::thread::JoinHandle<()> {
-    // A plain thread, not tokio's stdout: tokio's stdout hands every write to the blocking pool,
-    // which costs a thread hop per streamed delta. This thread writes every message that is
-    // ready, then flushes once.
-    std::thread::spawn(move || {
-        let stdout = std::io::stdout();
-        let mut lock = stdout.lock();
-        let mut framed = Vec::with_capacity(BATCH_CAPACITY);
-        while let Some(body) = rx.blocking_recv() {
-            let current = match framing.load(Ordering::SeqCst) {
-                2 => Framing::ContentLength,
-                _ => Framing::Ndjson,
-            };
-            let mut next = Some(body);
-            let mut written = Ok(());
-            while let Some(body) = next.take() {
-                if body.len() >= DIRECT_WRITE_MIN {
-                    // A large reply (a long session's `session/load`) goes out as it is: copying
-                    // megabytes into the batch buffer would cost time and keep the memory.
-                    written = write_batch(&mut lock, &mut framed)
-                        .and_then(|()| framing::write_frame(current, &body, &mut lock));
-                } else {
-                    framing::encode(current, &body, &mut framed);
-                }
-                if written.is_err() || framed.len() > BATCH_CAPACITY * 16 {
-                    break;
-                }
-                next = rx.try_recv().ok();
-            }
-            if written
-                .and_then(|()| write_batch(&mut lock, &mut framed))
-                .and_then(|()| lock.flush())
-                .is_err()
-            {
-                break;
-            }
-            if framed.capacity() > BATCH_CAPACITY * 16 {
-                framed = Vec::with_capacity(BATCH_CAPACITY);
-            }
-        }
-    })
-}
-
-/// The stdout batch buffer's usual size; a burst of deltas fills it many times over.
-const BATCH_CAPACITY: usize = 64 * 1024;
-
-/// Messages at least this large skip the batch buffer.
-const DIRECT_WRITE_MIN: usize = 256 * 1024;
-
-fn write_batch(out: &mut impl Write, batch: &mut Vec<u8>) -> std::io::Result<()> {
-    if batch.is_empty() {
-        return Ok(());
-    }
-    let written = out.write_all(batch);
-    batch.clear();
-    written
 }
 
 struct Server {
@@ -191,8 +138,13 @@ pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<
     let opening = tokio::task::spawn_blocking(move || Store::open(&path));
     let (tx, rx) = mpsc::unbounded_channel();
     let framing = Arc::new(AtomicU8::new(0));
-    let writer = spawn_writer(rx, framing.clone());
-    let out = Outbound { tx };
+    let (stdout, writer) = stdout::spawn_writer(rx, framing.clone()).map_err(|e| {
+        anyhow::anyhow!("cannot write to stdout ({e}); start tandem with stdout open")
+    })?;
+    let out = Outbound {
+        tx,
+        stdout: Some(stdout),
+    };
     let result = run(config, tokio::io::stdin(), out, framing, Some(opening)).await;
     // All senders are dropped by now, so the writer drains what is queued and exits.
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;
@@ -823,7 +775,7 @@ fn prompt_parts(content: wire::PromptContent) -> Result<Vec<Part>, RpcErrorObjec
 /// Build an [`Outbound`] and its receiver, for in-process drivers (benchmarks, tests).
 pub fn outbound_channel() -> (Outbound, mpsc::UnboundedReceiver<Vec<u8>>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    (Outbound { tx }, rx)
+    (Outbound { tx, stdout: None }, rx)
 }
 
 /// The `session/load` response, serialized on the blocking pool: for a long session, building

@@ -9,11 +9,13 @@
 //! test with what was seen so far, plus the tail of the server's stderr.
 #![allow(dead_code, unused_imports)]
 
+pub mod canary;
 pub mod mock_llm;
 pub mod tandem;
 
 use std::time::Duration;
 
+pub use canary::Canary;
 pub use mock_llm::{
     Dialect, Gate, MockLlm, RecordedRequest, Script, Step, HELPER_USAGE, NO_SCRIPT_MESSAGE,
 };

@@ -283,6 +283,8 @@ struct Inner {
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     framing: Framing,
     next_id: AtomicU64,
+    /// False while the test plays a client that does not read stdout.
+    reading: watch::Sender<bool>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -420,13 +422,19 @@ impl Tandem {
             stdin: tokio::sync::Mutex::new(child.stdin.take()),
             framing: opts.framing,
             next_id: AtomicU64::new(1),
+            reading: watch::Sender::new(true),
         });
 
         let stdout = child.stdout.take().unwrap();
         let i = inner.clone();
         tokio::spawn(async move {
             let mut r = BufReader::new(stdout);
+            let mut reading = i.reading.subscribe();
             loop {
+                // A paused client reads nothing, so the server's stdout pipe fills up.
+                if reading.wait_for(|on| *on).await.is_err() {
+                    break;
+                }
                 match read_message(&mut r).await {
                     Ok(Some((framing, Ok(msg)))) => {
                         if framing != i.framing {
@@ -464,6 +472,7 @@ impl Tandem {
                             eprint!("{}", String::from_utf8_lossy(&buf[..n]));
                         }
                         lock(&i.stderr).extend_from_slice(&buf[..n]);
+                        i.version.send_modify(|v| *v += 1);
                     }
                 }
             }
@@ -565,6 +574,39 @@ impl Tandem {
 
     /// Waits until `check` returns Some, re-checking after every message. Panics on timeout or
     /// when stdout closes first, with the session's events (or the last messages) and stderr.
+    /// Stop reading stdout, like a client that is busy elsewhere: once the pipe is full the
+    /// server's writes would block. Messages already read stay readable.
+    pub fn pause_stdout(&self) {
+        self.inner.reading.send_replace(false);
+    }
+
+    /// Read stdout again after [`Tandem::pause_stdout`].
+    pub fn resume_stdout(&self) {
+        self.inner.reading.send_replace(true);
+    }
+
+    /// Waits until the server's stderr (its log) contains `text`.
+    pub async fn wait_stderr(&self, text: &str) {
+        let mut rx = self.inner.version.subscribe();
+        let deadline = tokio::time::Instant::now() + wait_timeout();
+        loop {
+            rx.borrow_and_update();
+            if self.stderr().contains(text) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                panic!(
+                    "timed out after {:?} waiting for {text:?} on stderr; its tail:\n{}",
+                    wait_timeout(),
+                    self.stderr_tail()
+                );
+            }
+        }
+    }
+
     async fn wait_for<T>(
         &self,
         what: &str,
