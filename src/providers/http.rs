@@ -274,6 +274,14 @@ mod tests {
         let e = http_error(401, r#"{"error":{"message":"bad key"}}"#, None);
         assert!(!e.retriable);
         assert!(e.message.contains("bad key") && e.message.contains("api_key_env"));
+        let e = http_error(503, "down", None);
+        assert!(e.retriable);
+        let e = http_error(
+            400,
+            r#"{"error":{"code":"context_length_exceeded","message":"This model's maximum context length is 10 tokens"}}"#,
+            None,
+        );
+        assert!(e.context_overflow && !e.retriable);
         let e = http_error(
             529,
             r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,

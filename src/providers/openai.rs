@@ -1,13 +1,11 @@
 //! The OpenAI-compatible provider: streaming `/chat/completions` over reqwest.
 //!
 //! One implementation covers OpenAI, OpenRouter, Ollama, vLLM, llama.cpp and LM Studio, which all
-//! speak this wire format. The SSE body is parsed by `eventsource-stream`; each `data:` event is
-//! one `chat.completion.chunk`, and `data: [DONE]` ends the stream.
+//! speak this wire format. The shared driver in `http.rs` sends the request and reads the SSE
+//! body; each `data:` event is one `chat.completion.chunk`, and `data: [DONE]` ends the stream.
 
 use std::sync::OnceLock;
 
-use eventsource_stream::Eventsource;
-use futures_util::StreamExt;
 use serde_json::{json, Map, Value};
 
 use super::{
@@ -217,201 +215,71 @@ pub fn parse_chunk(value: &Value, out: &mut Vec<Chunk>) {
     }
 }
 
-fn http_error(
-    status: reqwest::StatusCode,
-    body: &str,
-    retry_after: Option<std::time::Duration>,
-) -> ProviderError {
-    super::http::http_error(status.as_u16(), body, retry_after)
-}
-
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<std::time::Duration> {
-    super::http::retry_after(headers)
-}
-
 impl Provider for OpenAiProvider {
     fn kind(&self) -> &'static str {
         "openai"
     }
 
     fn stream(&self, request: ProviderRequest) -> ChunkStream {
-        let client = self.client();
         let url = format!("{}/chat/completions", self.base_url);
         let api_key = match super::http::configured_key(self.api_key_env.as_deref()) {
             Ok(key) => key,
             Err(error) => return super::http::failed(error),
         };
-        let body = request_body(&request);
-        let stream = async_stream_chunks(client, url, api_key, body);
-        stream.boxed()
+        let mut builder = self.client().post(&url).json(&request_body(&request));
+        if let Some(key) = api_key {
+            builder = builder.bearer_auth(key);
+        }
+        super::http::stream_sse(builder, url, ChunkEvents::default())
     }
 }
 
-fn async_stream_chunks(
-    client: reqwest::Client,
-    url: String,
-    api_key: Option<String>,
-    body: Value,
-) -> impl futures_util::Stream<Item = Result<Chunk, ProviderError>> + Send + 'static {
-    // The state machine: first the HTTP request, then the SSE events, then the end.
-    enum State {
-        Start {
-            client: reqwest::Client,
-            url: String,
-            api_key: Option<String>,
-            body: Value,
-        },
-        Streaming {
-            events: futures_util::stream::BoxStream<
-                'static,
-                Result<
-                    eventsource_stream::Event,
-                    eventsource_stream::EventStreamError<reqwest::Error>,
-                >,
-            >,
-            pending: std::collections::VecDeque<Chunk>,
-            finished: bool,
-        },
-        Done,
-    }
-    futures_util::stream::unfold(
-        State::Start {
-            client,
-            url,
-            api_key,
-            body,
-        },
-        |state| async move {
-            let mut state = state;
-            loop {
-                match state {
-                    State::Done => return None,
-                    State::Start {
-                        client,
-                        url,
-                        api_key,
-                        body,
-                    } => {
-                        let mut builder = client.post(&url).json(&body);
-                        if let Some(key) = api_key {
-                            builder = builder.bearer_auth(key);
-                        }
-                        let response = match builder.send().await {
-                            Ok(r) => r,
-                            Err(e) => {
-                                let message = format!(
-                                    "cannot reach the provider at {url}: {e}; check that it is running and base_url is right"
-                                );
-                                return Some((Err(ProviderError::new(message, true)), State::Done));
-                            }
-                        };
-                        let status = response.status();
-                        if !status.is_success() {
-                            let after = retry_after(response.headers());
-                            let text = response.text().await.unwrap_or_default();
-                            return Some((Err(http_error(status, &text, after)), State::Done));
-                        }
-                        state = State::Streaming {
-                            events: response.bytes_stream().eventsource().boxed(),
-                            pending: Default::default(),
-                            finished: false,
-                        };
-                    }
-                    State::Streaming {
-                        mut events,
-                        mut pending,
-                        mut finished,
-                    } => {
-                        if let Some(chunk) = pending.pop_front() {
-                            if matches!(chunk, Chunk::Finish(_)) {
-                                finished = true;
-                            }
-                            return Some((
-                                Ok(chunk),
-                                State::Streaming {
-                                    events,
-                                    pending,
-                                    finished,
-                                },
-                            ));
-                        }
-                        match events.next().await {
-                            None => {
-                                if finished {
-                                    return None;
-                                }
-                                let error = ProviderError::new(
-                                    "the provider closed the stream before it finished",
-                                    true,
-                                );
-                                return Some((Err(error), State::Done));
-                            }
-                            Some(Err(e)) => {
-                                let error = ProviderError::new(
-                                    format!("the provider stream broke: {e}"),
-                                    true,
-                                );
-                                return Some((Err(error), State::Done));
-                            }
-                            Some(Ok(event)) => {
-                                let data = event.data.trim();
-                                if data == "[DONE]" {
-                                    if finished {
-                                        return None;
-                                    }
-                                    // Some servers send [DONE] without a finish_reason; treat it
-                                    // as a normal stop rather than failing a complete answer.
-                                    return Some((
-                                        Ok(Chunk::Finish(FinishReason::Stop)),
-                                        State::Done,
-                                    ));
-                                }
-                                if data.is_empty() {
-                                    state = State::Streaming {
-                                        events,
-                                        pending,
-                                        finished,
-                                    };
-                                    continue;
-                                }
-                                match serde_json::from_str::<Value>(data) {
-                                    Ok(value) => {
-                                        if let Some(error) = value.get("error") {
-                                            let message = format!(
-                                                "the provider reported an error mid-stream: {error}"
-                                            );
-                                            return Some((
-                                                Err(ProviderError::new(message, true)),
-                                                State::Done,
-                                            ));
-                                        }
-                                        let mut chunks = Vec::new();
-                                        parse_chunk(&value, &mut chunks);
-                                        pending.extend(chunks);
-                                    }
-                                    Err(e) => {
-                                        let message = format!(
-                                            "the provider sent a chunk that is not JSON ({e}): {}",
-                                            data.chars().take(200).collect::<String>()
-                                        );
-                                        return Some((
-                                            Err(ProviderError::new(message, true)),
-                                            State::Done,
-                                        ));
-                                    }
-                                }
-                                state = State::Streaming {
-                                    events,
-                                    pending,
-                                    finished,
-                                };
-                            }
-                        }
-                    }
-                }
+/// The `chat.completion.chunk` event format for the shared SSE driver.
+#[derive(Default)]
+struct ChunkEvents {
+    /// A `finish_reason` arrived. The stream still runs after it (a usage chunk can follow)
+    /// until `[DONE]` or the end of the body.
+    finished: bool,
+}
+
+impl super::http::SseParser for ChunkEvents {
+    fn event(
+        &mut self,
+        _event: &str,
+        data: &str,
+        out: &mut Vec<Chunk>,
+    ) -> Result<super::http::Progress, ProviderError> {
+        if data == "[DONE]" {
+            if !self.finished {
+                // Some servers send [DONE] without a finish_reason; treat it as a normal stop
+                // rather than failing a complete answer.
+                out.push(Chunk::Finish(FinishReason::Stop));
+                self.finished = true;
             }
-        },
-    )
+            return Ok(super::http::Progress::Complete);
+        }
+        let value = super::http::json_event(data)?;
+        if let Some(error) = value.get("error") {
+            return Err(ProviderError::new(
+                format!("the provider reported an error mid-stream: {error}"),
+                true,
+            ));
+        }
+        let first = out.len();
+        parse_chunk(&value, out);
+        if out[first..].iter().any(|c| matches!(c, Chunk::Finish(_))) {
+            self.finished = true;
+        }
+        Ok(super::http::Progress::More)
+    }
+
+    fn end_of_body(&mut self, _out: &mut Vec<Chunk>) -> Result<(), ProviderError> {
+        if self.finished {
+            Ok(())
+        } else {
+            Err(super::http::cut_short())
+        }
+    }
 }
 
 #[cfg(test)]
@@ -475,21 +343,58 @@ mod tests {
     }
 
     #[test]
-    fn http_errors_classify() {
-        let e = http_error(
-            reqwest::StatusCode::UNAUTHORIZED,
-            r#"{"error":{"message":"bad key"}}"#,
-            None,
+    fn chunk_events_end_at_done_and_fail_when_cut_short() {
+        use super::super::http::{Progress, SseParser};
+        let mut events = ChunkEvents::default();
+        let mut out = Vec::new();
+        let progress = events
+            .event(
+                "",
+                r#"{"choices":[{"delta":{"content":"hi"},"finish_reason":"stop"}]}"#,
+                &mut out,
+            )
+            .expect("a chunk");
+        assert_eq!(progress, Progress::More, "a usage chunk may still follow");
+        let progress = events
+            .event(
+                "",
+                r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#,
+                &mut out,
+            )
+            .expect("usage");
+        assert_eq!(progress, Progress::More);
+        assert_eq!(
+            events.event("", "[DONE]", &mut out).expect("done"),
+            Progress::Complete
         );
-        assert!(!e.retriable);
-        assert!(e.message.contains("bad key") && e.message.contains("api_key_env"));
-        let e = http_error(reqwest::StatusCode::SERVICE_UNAVAILABLE, "down", None);
-        assert!(e.retriable);
-        let e = http_error(
-            reqwest::StatusCode::BAD_REQUEST,
-            r#"{"error":{"code":"context_length_exceeded","message":"This model's maximum context length is 10 tokens"}}"#,
-            None,
+        assert!(
+            matches!(out.as_slice(), [Chunk::Text(t), Chunk::Finish(FinishReason::Stop), Chunk::Usage(_)] if t == "hi")
         );
-        assert!(e.context_overflow && !e.retriable);
+        assert!(events.end_of_body(&mut out).is_ok());
+
+        // [DONE] without a finish_reason is a normal stop.
+        let mut events = ChunkEvents::default();
+        let mut out = Vec::new();
+        events
+            .event("", r#"{"choices":[{"delta":{"content":"x"}}]}"#, &mut out)
+            .expect("a chunk");
+        events.event("", "[DONE]", &mut out).expect("done");
+        assert!(matches!(
+            out.last(),
+            Some(Chunk::Finish(FinishReason::Stop))
+        ));
+
+        // A body that ends before any finish is retried; an error object mid-stream fails.
+        let mut events = ChunkEvents::default();
+        let mut out = Vec::new();
+        events
+            .event("", r#"{"choices":[{"delta":{"content":"x"}}]}"#, &mut out)
+            .expect("a chunk");
+        assert!(events.end_of_body(&mut out).is_err_and(|e| e.retriable));
+        let error = ChunkEvents::default()
+            .event("", r#"{"error":{"message":"overloaded"}}"#, &mut out)
+            .expect_err("an error object");
+        assert!(error.message.contains("overloaded") && error.retriable);
+        assert!(ChunkEvents::default().event("", "{nope", &mut out).is_err());
     }
 }
