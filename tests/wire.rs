@@ -346,3 +346,92 @@ async fn a_client_that_stops_reading_gets_the_whole_stream_in_order_when_it_read
         t.shutdown().await;
     }
 }
+
+/// Some clients hand one socket to the server as both stdin and stdout. Making stdout
+/// non-blocking would then make stdin non-blocking too (the flag belongs to the open file) and
+/// the server's first read would fail; it must notice and keep that socket blocking.
+#[test]
+fn one_socket_as_both_stdin_and_stdout_keeps_working() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+    use std::process::{Command, Stdio};
+
+    let data = tempfile::tempdir().expect("data dir");
+    let ws = workspace();
+    let (ours, theirs) = UnixStream::pair().expect("a socket pair");
+    let theirs_too = theirs.try_clone().expect("dup");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(data.path())
+        .env_remove("TANDEM_CONFIG")
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::from(OwnedFd::from(theirs_too)))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tandem");
+    // The moment that matters is the server's first read finding nothing to read: a
+    // non-blocking stdin fails it with EAGAIN and the server ends. So wait until a thread of the
+    // server sits in read(0, …) (its /proc syscall line), or it has exited.
+    let deadline = std::time::Instant::now() + wait_timeout();
+    loop {
+        if let Some(status) = child.try_wait().expect("poll the child") {
+            panic!("tandem exited before the client sent anything: {status}");
+        }
+        if blocked_reading_stdin(child.id()) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "tandem never blocked reading its stdin"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    ours.set_read_timeout(Some(wait_timeout()))
+        .expect("read timeout");
+    let mut writer = ours.try_clone().expect("dup");
+    let mut reader = BufReader::new(ours);
+    let mut call = |id: u64, method: &str, params: Value| -> Value {
+        let mut line = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if !params.is_null() {
+            line["params"] = params;
+        }
+        writeln!(writer, "{line}").expect("write a request");
+        loop {
+            let mut reply = String::new();
+            let n = reader
+                .read_line(&mut reply)
+                .expect("a reply before the timeout");
+            assert!(n > 0, "tandem closed the socket while {method} was open");
+            let reply: Value = serde_json::from_str(&reply).expect("a JSON line");
+            if reply["id"] == id {
+                return reply;
+            }
+        }
+    };
+    let init = call(1, "initialize", json!({"protocolVersion": 1}));
+    assert!(init["result"]["protocolVersion"] == 1, "{init}");
+    let created = call(2, "session/new", json!({"cwd": ws.path()}));
+    assert!(created["result"]["sessionId"].is_string(), "{created}");
+    let listed = call(3, "session/list", json!({}));
+    assert_eq!(
+        listed["result"]["sessions"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    let _ = call(4, "shutdown", Value::Null);
+    let status = child.wait().expect("tandem exits after shutdown");
+    assert!(status.success(), "{status}");
+}
+
+/// Whether a thread of `pid` is blocked in `read` on fd 0 (syscall 0, first argument 0).
+fn blocked_reading_stdin(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("syscall"))
+            .is_ok_and(|line| line.starts_with("0 0x0 "))
+    })
+}

@@ -16,8 +16,9 @@
 //! (counted in `queued` until it is fully written) goes out before any later direct write.
 //!
 //! What it does not do: it makes nothing non-blocking when stdout is a terminal or a file, or
-//! when stderr shares the same pipe (the flag belongs to the shared open file, and log lines
-//! must not fail); those keep the writer thread for every message, as before.
+//! when stdin or stderr is the same pipe or socket (the flag belongs to the shared open file:
+//! stdin's reads and the log's writes must not start failing with `EAGAIN`); those keep the
+//! writer thread for every message.
 
 use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -195,19 +196,25 @@ fn write_batch(out: &mut impl Write, batch: &mut Vec<u8>) -> io::Result<()> {
     written
 }
 
-/// Make stdout non-blocking when it is a pipe or socket that stderr does not share; says
-/// whether it did.
+/// Make stdout non-blocking when it is a pipe or socket that neither stdin nor stderr shares;
+/// says whether it did. The flag belongs to the open file, so on a shared one it would also
+/// make the log's writes fail when full, or stdin's blocking reads fail with `EAGAIN` (a client
+/// may hand one socket as both stdin and stdout).
 fn make_nonblocking_if_unshared(stdout: &OwnedFd) -> bool {
     use rustix::fs::{fcntl_getfl, fcntl_setfl, fstat, FileType, OFlags};
-    let stderr = io::stderr();
-    let (Ok(out), Ok(err)) = (fstat(stdout), fstat(stderr.as_fd())) else {
+    let (Ok(out), Ok(input), Ok(log)) = (
+        fstat(stdout),
+        fstat(io::stdin().as_fd()),
+        fstat(io::stderr().as_fd()),
+    ) else {
         return false;
     };
     let kind = FileType::from_raw_mode(out.st_mode);
     if !matches!(kind, FileType::Fifo | FileType::Socket) {
         return false;
     }
-    if out.st_dev == err.st_dev && out.st_ino == err.st_ino {
+    let same = |other: &rustix::fs::Stat| out.st_dev == other.st_dev && out.st_ino == other.st_ino;
+    if same(&input) || same(&log) {
         return false;
     }
     match fcntl_getfl(stdout) {
