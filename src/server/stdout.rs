@@ -77,15 +77,33 @@ impl Shared {
                     if self.closed.load(Ordering::Relaxed) {
                         return;
                     }
-                    let mut framed = Vec::with_capacity(body.len() + 32);
-                    framing::encode(self.framing(), &body, &mut framed);
-                    match rustix::io::write(&self.fd, &framed) {
-                        Ok(written) if written == framed.len() => {}
+                    // The frame goes out as header, body and trailer in one `writev`: no copy
+                    // of the body per message.
+                    let mut header = [0u8; 40];
+                    let (prefix, suffix): (&[u8], &[u8]) = match self.framing() {
+                        Framing::Ndjson => (&[], b"\n"),
+                        Framing::ContentLength => {
+                            let mut cursor = io::Cursor::new(&mut header[..]);
+                            // 40 bytes hold the header for any length a usize can have.
+                            let _ = write!(cursor, "Content-Length: {}\r\n\r\n", body.len());
+                            let end = cursor.position() as usize;
+                            (&header[..end], &[])
+                        }
+                    };
+                    let parts = [prefix, body.as_slice(), suffix];
+                    let total = prefix.len() + body.len() + suffix.len();
+                    match rustix::io::writev(&self.fd, &parts.map(io::IoSlice::new)) {
+                        Ok(written) if written == total => {}
                         Ok(written) => {
                             // Queued under the lock, so nothing gets between the two halves:
                             // the writer thread writes the rest before anything else. An empty
                             // body only wakes it.
-                            rest.extend_from_slice(&framed[written..]);
+                            let mut skip = written;
+                            for part in parts {
+                                let start = skip.min(part.len());
+                                rest.extend_from_slice(&part[start..]);
+                                skip -= start;
+                            }
                             self.queue(tx, Vec::new());
                         }
                         Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => {
@@ -285,44 +303,48 @@ mod tests {
 
     #[test]
     fn a_cut_short_direct_write_is_finished_before_anything_else() {
-        let (mut reader, writer, already) = nearly_full_pipe();
-        let (tx, rx) = mpsc::unbounded_channel();
-        let (shared, thread) = start(writer, true, rx, Arc::new(AtomicU8::new(1)));
-        let large = format!("{{\"n\":1,\"text\":\"{}\"}}", "L".repeat(6000)).into_bytes();
-        let small = br#"{"n":2}"#.to_vec();
-        // The direct write is cut short after the one free page and its rest is queued; the
-        // writer thread cannot finish it until this test reads, so the next message queues
-        // behind it.
-        shared.send(&tx, large.clone());
-        assert_eq!(
-            shared.queued.load(Ordering::Acquire),
-            1,
-            "the rest is queued"
-        );
-        shared.send(&tx, small.clone());
-        assert_eq!(
-            shared.queued.load(Ordering::Acquire),
-            2,
-            "the second waits behind"
-        );
-        // With the senders gone the writer thread drains the queue and exits, which closes the
-        // pipe's last write end: reading to the end cannot hang on a lost byte.
-        drop(tx);
-        drop(shared);
-        let mut received = Vec::new();
-        reader.read_to_end(&mut received).expect("read everything");
-        thread
-            .join()
-            .expect("the writer thread ends when the senders are gone");
-        let mut expected = already;
-        expected.extend_from_slice(&large);
-        expected.push(b'\n');
-        expected.extend_from_slice(&small);
-        expected.push(b'\n');
-        assert!(
-            received == expected,
-            "the stream arrived out of order or cut"
-        );
+        for framing in [Framing::Ndjson, Framing::ContentLength] {
+            let (mut reader, writer, already) = nearly_full_pipe();
+            let (tx, rx) = mpsc::unbounded_channel();
+            let code = match framing {
+                Framing::Ndjson => 1,
+                Framing::ContentLength => 2,
+            };
+            let (shared, thread) = start(writer, true, rx, Arc::new(AtomicU8::new(code)));
+            let large = format!("{{\"n\":1,\"text\":\"{}\"}}", "L".repeat(6000)).into_bytes();
+            let small = br#"{"n":2}"#.to_vec();
+            // The direct write is cut short after the one free page and its rest is queued;
+            // the writer thread cannot finish it until this test reads, so the next message
+            // queues behind it.
+            shared.send(&tx, large.clone());
+            assert_eq!(
+                shared.queued.load(Ordering::Acquire),
+                1,
+                "the rest is queued"
+            );
+            shared.send(&tx, small.clone());
+            assert_eq!(
+                shared.queued.load(Ordering::Acquire),
+                2,
+                "the second waits behind"
+            );
+            // With the senders gone the writer thread drains the queue and exits, which closes
+            // the pipe's last write end: reading to the end cannot hang on a lost byte.
+            drop(tx);
+            drop(shared);
+            let mut received = Vec::new();
+            reader.read_to_end(&mut received).expect("read everything");
+            thread
+                .join()
+                .expect("the writer thread ends when the senders are gone");
+            let mut expected = already;
+            framing::encode(framing, &large, &mut expected);
+            framing::encode(framing, &small, &mut expected);
+            assert!(
+                received == expected,
+                "{framing:?}: the stream arrived out of order or cut"
+            );
+        }
     }
 
     #[test]
