@@ -321,18 +321,43 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-/// Frame one message body for the wire.
-pub fn encode(framing: Framing, body: &[u8], out: &mut Vec<u8>) {
+/// Room for a `Content-Length` header of any length a `usize` can have.
+pub type HeaderBuf = [u8; 48];
+
+/// A fresh [`HeaderBuf`].
+pub const fn header_buf() -> HeaderBuf {
+    [0; 48]
+}
+
+/// What goes before and after a body of `len` bytes on the wire: the one definition of both
+/// framings, which every writer uses. `header` is scratch space for the `Content-Length` line,
+/// so framing a message allocates nothing.
+pub fn frame_around(
+    framing: Framing,
+    len: usize,
+    header: &mut HeaderBuf,
+) -> (&[u8], &'static [u8]) {
     match framing {
-        Framing::Ndjson => {
-            out.extend_from_slice(body);
-            out.push(b'\n');
-        }
+        Framing::Ndjson => (&[], b"\n"),
         Framing::ContentLength => {
-            out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes());
-            out.extend_from_slice(body);
+            use std::io::Write as _;
+            let mut cursor = std::io::Cursor::new(&mut header[..]);
+            // Cannot fail: the buffer holds the longest such line.
+            let _ = write!(cursor, "Content-Length: {len}\r\n\r\n");
+            let end = cursor.position() as usize;
+            (&header[..end], &[])
         }
     }
+}
+
+/// Frame one message body for the wire.
+pub fn encode(framing: Framing, body: &[u8], out: &mut Vec<u8>) {
+    let mut header = header_buf();
+    let (prefix, suffix) = frame_around(framing, body.len(), &mut header);
+    out.reserve(prefix.len() + body.len() + suffix.len());
+    out.extend_from_slice(prefix);
+    out.extend_from_slice(body);
+    out.extend_from_slice(suffix);
 }
 
 /// [`encode`] straight into a writer, for a message too large to copy into a buffer first.
@@ -341,16 +366,11 @@ pub fn write_frame(
     body: &[u8],
     out: &mut impl std::io::Write,
 ) -> std::io::Result<()> {
-    match framing {
-        Framing::Ndjson => {
-            out.write_all(body)?;
-            out.write_all(b"\n")
-        }
-        Framing::ContentLength => {
-            write!(out, "Content-Length: {}\r\n\r\n", body.len())?;
-            out.write_all(body)
-        }
-    }
+    let mut header = header_buf();
+    let (prefix, suffix) = frame_around(framing, body.len(), &mut header);
+    out.write_all(prefix)?;
+    out.write_all(body)?;
+    out.write_all(suffix)
 }
 
 #[cfg(test)]

@@ -77,6 +77,14 @@ fn framing_code(framing: Framing) -> u8 {
     }
 }
 
+/// The framing a [`framing_code`] stands for; undecided (0) answers in NDJSON.
+fn framing_from_code(code: u8) -> Framing {
+    match code {
+        2 => Framing::ContentLength,
+        _ => Framing::Ndjson,
+    }
+}
+
 struct Server {
     engine: Arc<EngineContext>,
     out: Outbound,

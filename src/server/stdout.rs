@@ -50,7 +50,7 @@ pub(super) struct Shared {
     /// Messages handed to the writer thread and not yet fully written, plus one for a pending
     /// rest of a partial direct write.
     queued: AtomicUsize,
-    /// 0 undecided (NDJSON), 1 NDJSON, 2 Content-Length; set by the read loop.
+    /// The framing as `framing_code` writes it; set by the read loop.
     framing: Arc<AtomicU8>,
     /// Whether stdout was made non-blocking, so senders may write to it directly.
     inline: bool,
@@ -60,10 +60,7 @@ pub(super) struct Shared {
 
 impl Shared {
     fn framing(&self) -> Framing {
-        match self.framing.load(Ordering::SeqCst) {
-            2 => Framing::ContentLength,
-            _ => Framing::Ndjson,
-        }
+        super::framing_from_code(self.framing.load(Ordering::SeqCst))
     }
 
     /// Send one message: written from the calling thread if that can be done now without
@@ -79,17 +76,9 @@ impl Shared {
                     }
                     // The frame goes out as header, body and trailer in one `writev`: no copy
                     // of the body per message.
-                    let mut header = [0u8; 40];
-                    let (prefix, suffix): (&[u8], &[u8]) = match self.framing() {
-                        Framing::Ndjson => (&[], b"\n"),
-                        Framing::ContentLength => {
-                            let mut cursor = io::Cursor::new(&mut header[..]);
-                            // 40 bytes hold the header for any length a usize can have.
-                            let _ = write!(cursor, "Content-Length: {}\r\n\r\n", body.len());
-                            let end = cursor.position() as usize;
-                            (&header[..end], &[])
-                        }
-                    };
+                    let mut header = framing::header_buf();
+                    let (prefix, suffix) =
+                        framing::frame_around(self.framing(), body.len(), &mut header);
                     let parts = [prefix, body.as_slice(), suffix];
                     let total = prefix.len() + body.len() + suffix.len();
                     match rustix::io::writev(&self.fd, &parts.map(io::IoSlice::new)) {
@@ -306,11 +295,8 @@ mod tests {
         for framing in [Framing::Ndjson, Framing::ContentLength] {
             let (mut reader, writer, already) = nearly_full_pipe();
             let (tx, rx) = mpsc::unbounded_channel();
-            let code = match framing {
-                Framing::Ndjson => 1,
-                Framing::ContentLength => 2,
-            };
-            let (shared, thread) = start(writer, true, rx, Arc::new(AtomicU8::new(code)));
+            let code = Arc::new(AtomicU8::new(super::super::framing_code(framing)));
+            let (shared, thread) = start(writer, true, rx, code);
             let large = format!("{{\"n\":1,\"text\":\"{}\"}}", "L".repeat(6000)).into_bytes();
             let small = br#"{"n":2}"#.to_vec();
             // The direct write is cut short after the one free page and its rest is queued;
