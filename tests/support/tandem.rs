@@ -572,8 +572,6 @@ impl Tandem {
         s
     }
 
-    /// Waits until `check` returns Some, re-checking after every message. Panics on timeout or
-    /// when stdout closes first, with the session's events (or the last messages) and stderr.
     /// Stop reading stdout, like a client that is busy elsewhere: once the pipe is full the
     /// server's writes would block. Messages already read stay readable.
     pub fn pause_stdout(&self) {
@@ -587,26 +585,13 @@ impl Tandem {
 
     /// Waits until the server's stderr (its log) contains `text`.
     pub async fn wait_stderr(&self, text: &str) {
-        let mut rx = self.inner.version.subscribe();
-        let deadline = tokio::time::Instant::now() + wait_timeout();
-        loop {
-            rx.borrow_and_update();
-            if self.stderr().contains(text) {
-                return;
-            }
-            if tokio::time::timeout_at(deadline, rx.changed())
-                .await
-                .is_err()
-            {
-                panic!(
-                    "timed out after {:?} waiting for {text:?} on stderr; its tail:\n{}",
-                    wait_timeout(),
-                    self.stderr_tail()
-                );
-            }
-        }
+        let what = format!("{text:?} on stderr");
+        self.wait_for(&what, None, |_| self.stderr().contains(text).then_some(()))
+            .await
     }
 
+    /// Waits until `check` returns Some, re-checking after every message. Panics on timeout or
+    /// when stdout closes first, with the session's events (or the last messages) and stderr.
     async fn wait_for<T>(
         &self,
         what: &str,
