@@ -512,3 +512,172 @@ async fn a_crash_mid_stream_never_repeats_a_seq_and_a_clean_stop_leaves_no_gap()
     assert_seq_contiguous(&resumed);
     t.shutdown().await;
 }
+
+/// Stops the server cleanly (everything committed) and starts a new one on the same data dir.
+async fn restart_cleanly(t: Tandem) -> Tandem {
+    t.request_ok("shutdown", Value::Null).await;
+    assert!(t.wait_exit().await.success(), "{}", t.stderr_tail());
+    let t = t.respawn().await;
+    t.initialize().await;
+    t
+}
+
+fn rows_without_display(db: &rusqlite::Connection) -> i64 {
+    db.query_row(
+        "SELECT COUNT(*) FROM messages WHERE display IS NULL",
+        [],
+        |row| row.get(0),
+    )
+    .unwrap()
+}
+
+/// A resume sends the display entries stored as each turn ended instead of parsing the
+/// history, parses the history when a turn needs it, and falls back to parsing whatever has no
+/// usable entry (a database from before entries existed, a damaged entry). A damaged message
+/// does not stop the load; it stops the next turn with an error that names it.
+#[tokio::test]
+async fn a_resume_sends_stored_display_entries_and_parses_the_history_when_a_turn_needs_it() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_call_reply(
+        "r1",
+        "read_file",
+        json!({"path": "a.txt"}),
+    ));
+    mock.push(Script::text_reply("It says alpha."));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "what is in a.txt?").await;
+    assert_eq!(t.wait_turn_ended(&sid).await["reason"], "completed");
+    let live = t.load_session(&sid).await;
+    assert_eq!(live["messages"].as_array().unwrap().len(), 3, "{live:#}");
+
+    // Every row of the ended turn has its entry: the user prompt, the assistant's call, the
+    // tool result (an empty entry: it shows inside its call) and the answer.
+    let t = restart_cleanly(t).await;
+    let db = database(t.data_dir());
+    assert_eq!(rows_without_display(&db), 0);
+    let hidden: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM messages WHERE display = '' AND role = 'tool'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(hidden, 1);
+
+    // The load sends the stored entries as they are: an entry changed in the database shows.
+    let changed = db
+        .execute(
+            "UPDATE messages SET display = replace(display, 'It says alpha.', 'It says alpha (stored).')
+             WHERE display LIKE '%It says alpha.%'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    let loaded = t.load_session(&sid).await;
+    assert_eq!(loaded["messages"][2]["text"], "It says alpha (stored).");
+    assert_eq!(
+        loaded["messages"].as_array().unwrap()[..2],
+        live["messages"].as_array().unwrap()[..2]
+    );
+
+    // Without entries (a database written before they existed) the load parses the rows and
+    // gives the same history, then stores the entries for the next resume.
+    let t = {
+        t.request_ok("shutdown", Value::Null).await;
+        t.wait_exit().await;
+        db.execute("UPDATE messages SET display = NULL", [])
+            .unwrap();
+        let t = t.respawn().await;
+        t.initialize().await;
+        t
+    };
+    let loaded = t.load_session(&sid).await;
+    assert_eq!(loaded["messages"], live["messages"], "{loaded:#}");
+    let t = restart_cleanly(t).await;
+    assert_eq!(rows_without_display(&db), 0);
+
+    // A truncated entry is not sent: that row and the rest are parsed instead.
+    db.execute(
+        "UPDATE messages SET display = substr(display, 1, 20) WHERE position = 1",
+        [],
+    )
+    .unwrap();
+    let t = restart_cleanly(t).await;
+    let loaded = t.load_session(&sid).await;
+    assert_eq!(loaded["messages"], live["messages"], "{loaded:#}");
+
+    // A damaged message in the unparsed part: the load still shows the stored history, and
+    // the next turn is refused with the message's position instead of running on a history
+    // with a hole in it. Nothing is sent to the model.
+    let t = restart_cleanly(t).await;
+    db.execute(
+        "UPDATE messages SET json = '{\"id\": \"broken' WHERE position = 0",
+        [],
+    )
+    .unwrap();
+    let t = restart_cleanly(t).await;
+    let loaded = t.load_session(&sid).await;
+    assert_eq!(loaded["messages"], live["messages"], "{loaded:#}");
+    let requests_before = mock.requests().len();
+    let error = t
+        .request_err("prompt", json!({"sessionId": sid, "content": "go on"}))
+        .await;
+    assert_eq!(error.kind, "internal", "{error:?}");
+    assert!(
+        error.message.contains("damaged message at position 0")
+            && error.message.contains("start a new session"),
+        "{error:?}"
+    );
+    assert_eq!(mock.requests().len(), requests_before);
+    // The error holds until the row is repaired; other sessions and methods are unaffected.
+    let again = t
+        .request_err("prompt", json!({"sessionId": sid, "content": "go on"}))
+        .await;
+    assert_eq!(again.message, error.message);
+    assert_eq!(
+        t.request_ok("session/list", json!({})).await["sessions"][0]["sessionId"],
+        sid.as_str()
+    );
+    t.shutdown().await;
+}
+
+/// The first turn after a resume runs on the whole history: the request the model gets holds
+/// every earlier message, parsed from the store only then.
+#[tokio::test]
+async fn the_first_turn_after_a_resume_sends_the_whole_history_to_the_model() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::text_reply("first answer"));
+    mock.push(Script::text_reply("second answer"));
+    mock.push(Script::text_reply("third answer"));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "first question").await;
+    t.wait_turn_ended(&sid).await;
+    t.prompt(&sid, "second question").await;
+    t.wait_turn_ended(&sid).await;
+    let t = restart_cleanly(t).await;
+    t.load_session(&sid).await;
+    t.prompt(&sid, "third question").await;
+    assert_eq!(t.wait_turn_ended(&sid).await["reason"], "completed");
+    let last = mock.requests().last().cloned().unwrap();
+    let sent = last.to_string();
+    let order: Vec<usize> = [
+        "first question",
+        "first answer",
+        "second question",
+        "second answer",
+        "third question",
+    ]
+    .iter()
+    .map(|text| {
+        sent.find(text)
+            .unwrap_or_else(|| panic!("{text:?} missing from the request: {sent}"))
+    })
+    .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{sent}");
+    t.shutdown().await;
+}

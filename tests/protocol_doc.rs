@@ -7,7 +7,7 @@
 //!   its section has no example (a method needs a request and a response, an event one notification);
 //! - an example does not decode into its Rust type, or re-encoding the decoded value does not give back the
 //!   same JSON (so every documented field is a real field and no required field is missing);
-//! - a `session/load` example's `messages` differ in shape from what `server::display_history` builds (a
+//! - a `session/load` example's `messages` differ in shape from what `session::display::display_history` builds (a
 //!   member it never writes, one it always writes missing, a wrong JSON type), or its `pending` holds
 //!   anything but `approvalRequested`/`questionAsked` events;
 //! - no example of a type shows one of its fields, optional ones included (checked against a value with
@@ -479,7 +479,7 @@ fn full_history() -> Vec<history::Message> {
 /// What the server sends for `history`, decoded into the documented wire type: the server
 /// serializes borrowed twins of the wire types, and this fails if the two ever differ.
 fn displayed(history: &[history::Message]) -> Vec<DisplayMessage> {
-    let sent = serde_json::to_value(tandem::server::display_history(history))
+    let sent = serde_json::to_value(tandem::session::display::display_history(history))
         .expect("display messages serialize");
     round_trip(&sent).unwrap_or_else(|e| panic!("the display history {e}"))
 }
@@ -518,7 +518,7 @@ fn display_shape() -> DisplayShape {
                 .insert(json_type(value));
         }
     };
-    for message in tandem::server::display_history(&full_history()) {
+    for message in tandem::session::display::display_history(&full_history()) {
         let message = serde_json::to_value(&message).expect("display messages serialize");
         let object = message.as_object().expect("display messages are objects");
         let role = object["role"]

@@ -47,8 +47,8 @@ const RESUME_RUNS: usize = 10;
 /// Unpaced deltas per turn in the persistence comparison: the mock writes them as fast as it can,
 /// so the turn measures tandem's per-delta work (and the store's share of it), not the mock's pace.
 const TURN_DELTAS: usize = 200;
-const TURN_WARMUPS: usize = 1;
-const TURN_RUNS: usize = 10;
+const TURN_WARMUPS: usize = 5;
+const TURN_RUNS: usize = 100;
 
 const COLD_START_TARGET: Duration = Duration::from_millis(10);
 const IDLE_RSS_TARGET_KIB: u64 = 15 * 1024;
@@ -443,10 +443,10 @@ impl ResumeFixture {
         let mut written = 0;
         let mut turn = 0;
         while written < RESUME_MESSAGES {
-            for message in synthetic_turn(turn) {
-                if written == RESUME_MESSAGES {
-                    break;
-                }
+            let first_position = written as u64;
+            let mut turn_messages = synthetic_turn(turn);
+            turn_messages.truncate(RESUME_MESSAGES - written);
+            for message in &turn_messages {
                 if message.role != Role::Tool {
                     display_messages += 1;
                 }
@@ -468,6 +468,11 @@ impl ResumeFixture {
                 );
                 written += 1;
             }
+            // What `SessionShared::store_displays` does as the turn ends.
+            store.set_displays(
+                &session_id,
+                tandem::session::display::settled_displays(first_position, &turn_messages),
+            );
             turn += 1;
         }
         // Dropping the last handle waits until the writer thread has committed everything.
@@ -495,6 +500,19 @@ impl ResumeFixture {
         if usize::try_from(rows) != Ok(RESUME_MESSAGES) {
             return Err(format!(
                 "the resume database holds {rows} messages, expected {RESUME_MESSAGES}"
+            )
+            .into());
+        }
+        // A server stores every ended turn's display entries; without them the figure would
+        // be a different (slower) load than the one a user's resume does.
+        let without_entry: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM messages WHERE session_id = ?1 AND display IS NULL",
+            [&self.session_id],
+            |row| row.get(0),
+        )?;
+        if without_entry != 0 {
+            return Err(format!(
+                "{without_entry} messages of the resume database have no stored display entry"
             )
             .into());
         }
@@ -753,17 +771,20 @@ fn raw_load(fixture: &ResumeFixture) -> Result<Vec<String>> {
 /// Where a load's time goes, measured in-process with the library's own steps; a diagnostic
 /// for the notes, not a figure with a target.
 struct LoadStages {
+    /// `Store::open` + `load_session`: every row's JSON and stored display entry.
     store_load: Duration,
-    parse: Duration,
-    display: Duration,
-    serialize: Duration,
+    /// Copying the stored entries into one reply buffer, as the server does.
+    join_entries: Duration,
+    /// Parsing every row into `Message`s on one thread: what the first op that reads the
+    /// history pays after a resume (the server splits it over two threads).
+    deferred_parse: Duration,
 }
 
 fn load_stages(fixture: &ResumeFixture) -> Result<LoadStages> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut samples: [Vec<Duration>; 4] = Default::default();
+    let mut samples: [Vec<Duration>; 3] = Default::default();
     for _ in 0..RESUME_RUNS {
         let start = Instant::now();
         let store = Store::open(&fixture.db_path)?;
@@ -771,30 +792,32 @@ fn load_stages(fixture: &ResumeFixture) -> Result<LoadStages> {
             .block_on(store.load_session(&fixture.session_id))?
             .ok_or("the store does not know the benchmark session")?;
         let loaded_at = Instant::now();
+        let capacity = loaded.displays.iter().flatten().map(|d| d.len() + 1).sum();
+        let mut reply = Vec::with_capacity(capacity);
+        for entry in loaded.displays.iter().flatten().filter(|d| !d.is_empty()) {
+            reply.push(b',');
+            reply.extend_from_slice(entry.as_bytes());
+        }
+        let joined_at = Instant::now();
+        std::hint::black_box(reply);
         let history = loaded
             .messages
             .iter()
             .map(|json| serde_json::from_str::<Message>(json))
             .collect::<serde_json::Result<Vec<Message>>>()?;
         let parsed_at = Instant::now();
-        let display = tandem::server::display_history(&history);
-        let displayed_at = Instant::now();
-        let line = serde_json::to_vec(&display)?;
-        let serialized_at = Instant::now();
-        std::hint::black_box(line);
+        std::hint::black_box(history);
         samples[0].push(loaded_at - start);
-        samples[1].push(parsed_at - loaded_at);
-        samples[2].push(displayed_at - parsed_at);
-        samples[3].push(serialized_at - displayed_at);
+        samples[1].push(joined_at - loaded_at);
+        samples[2].push(parsed_at - joined_at);
         // Off the clock: closing joins the writer thread.
         drop(store);
     }
-    let [store_load, parse, display, serialize] = samples.map(|s| summarize(s).median);
+    let [store_load, join_entries, deferred_parse] = samples.map(|s| summarize(s).median);
     Ok(LoadStages {
         store_load,
-        parse,
-        display,
-        serialize,
+        join_entries,
+        deferred_parse,
     })
 }
 
@@ -1167,17 +1190,17 @@ impl CoreFigures {
              median of {RESUME_RUNS} runs after {RESUME_WARMUPS} warm-up, each a fresh `tandem serve` on the same data dir. \
              The `session/load` reply is {:.1} MB with {} display entries. \
              Raw load: `Connection::open` + `SELECT json … ORDER BY position` into a `Vec<String>`, in-process. \
-             In-process breakdown of one load (medians, diagnostic): store open + `load_session` {}, \
-             parse into `Message`s {}, `display_history` {}, serialize the reply {}.",
+             In-process breakdown of one load (medians, diagnostic): store open + `load_session` (JSON and stored display \
+             entry of every row) {}, copying the stored entries into the reply {}. Not in the figure: parsing the history \
+             into `Message`s, which the first prompt after a resume pays (one thread here, two in the server): {}.",
             fixture.json_bytes as f64 / 1e6,
             format_bytes(fixture.json_bytes / RESUME_MESSAGES),
             fixture.database_bytes() as f64 / 1e6,
             resume.reply_bytes as f64 / 1e6,
             fixture.display_messages,
             format_duration(stages.store_load),
-            format_duration(stages.parse),
-            format_duration(stages.display),
-            format_duration(stages.serialize),
+            format_duration(stages.join_entries),
+            format_duration(stages.deferred_parse),
         );
         println!();
         println!(

@@ -352,6 +352,11 @@ impl Acp {
     ) -> Result<Value, AcpError> {
         if let Ok((bridge, handle)) = self.live(&session_id) {
             if replay {
+                handle
+                    .shared
+                    .complete_history()
+                    .await
+                    .map_err(|e| error(e.kind(), e.to_string(), Value::Null))?;
                 let history = lock(&handle.shared.state).history.clone();
                 for update in convert::replay(&handle.shared.workspace, &history, &|t| {
                     bridge.notice_update(t)
@@ -403,6 +408,11 @@ impl Acp {
         let handle = restored.handle.clone();
         bridge.set_handle(handle.clone());
         if replay {
+            handle
+                .shared
+                .complete_history()
+                .await
+                .map_err(|e| error(e.kind(), e.to_string(), Value::Null))?;
             let history = lock(&handle.shared.state).history.clone();
             for update in convert::replay(&handle.shared.workspace, &history, &|t| {
                 bridge.notice_update(t)

@@ -1788,6 +1788,9 @@ impl Turn {
             state.active_turn = None;
         }
         self.emit(Event::TurnEnded { reason, error });
+        // After the event, so its commit does not wait for these; still under the lock, so
+        // they cover exactly this turn's messages and what came before.
+        self.session.store_displays(&mut state);
         drop(state);
     }
 }

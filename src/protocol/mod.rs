@@ -321,7 +321,7 @@ pub struct SessionLoadResult {
 /// One flat struct rather than an enum tagged by `role`, so that members serialize in
 /// alphabetical order (as protocol.md promises) and a resume of a long session serializes
 /// straight from typed fields instead of building a `serde_json::Value` tree per message.
-/// Which optional members a role has is in protocol.md; `server::display_history` builds them.
+/// Which optional members a role has is in protocol.md; `session::display::display_history` builds them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DisplayMessage {

@@ -8,7 +8,6 @@ pub mod framing;
 pub mod rpc;
 mod stdout;
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -24,6 +23,7 @@ use crate::config::Config;
 use crate::engine::history::Part;
 use crate::engine::EngineContext;
 use crate::protocol::{self as wire, method, ErrorKind, Event, Framing, RpcErrorObject};
+use crate::session::display::display_history;
 use crate::session::{self, EventSink, NewSession, Op, SessionError, SessionHandle};
 use crate::store::Store;
 use crate::workspace::Workspace;
@@ -661,15 +661,20 @@ impl Server {
             .filter(|(_, e)| filter.is_none_or(|c| c == e.cwd))
             .map(|(sid, e)| {
                 let state = session::lock(&e.handle.shared.state);
-                let title = state
-                    .history
-                    .iter()
-                    .find(|m| m.role == crate::engine::history::Role::User)
-                    .map(|m| m.text().chars().take(80).collect::<String>());
+                // A restored session whose start is unparsed answers with what the store kept.
+                let title = match &state.unparsed {
+                    Some(unparsed) => unparsed.title.clone(),
+                    None => state
+                        .history
+                        .iter()
+                        .find(|m| m.role == crate::engine::history::Role::User)
+                        .map(|m| m.text().chars().take(80).collect::<String>()),
+                };
                 let updated_at = state
                     .history
                     .last()
                     .map(|m| m.meta.ts)
+                    .or(state.unparsed.as_ref().map(|u| u.updated_at))
                     .unwrap_or(e.created_at);
                 wire::SessionSummary {
                     session_id: sid.clone(),
@@ -790,7 +795,9 @@ pub fn outbound_channel() -> (Outbound, mpsc::UnboundedReceiver<Vec<u8>>) {
 /// and serializing the display history takes milliseconds that must not stall the runtime.
 ///
 /// The state lock is held while it serializes, so the history cannot change underneath; a
-/// restored session's turn has not resumed yet, and a live one waits at most that long.
+/// restored session's turn has not resumed yet, and a live one waits at most that long. The
+/// entries of a restored session's unparsed messages are the stored ones, copied as they are;
+/// the rest are built from the parsed history.
 async fn load_response(
     shared: Arc<session::SessionShared>,
     id: Value,
@@ -800,9 +807,17 @@ async fn load_response(
     let id_for_error = id.clone();
     tokio::task::spawn_blocking(move || {
         let state = session::lock(&shared.state);
-        rpc::result_message(
+        let stored = state
+            .unparsed
+            .as_ref()
+            .map_or(&[][..], session::UnparsedHistory::displays);
+        let computed = display_history(&state.history);
+        // Stored entries are exact; a computed one is a few hundred bytes on average.
+        let capacity =
+            4096 + stored.iter().map(|d| d.len() + 1).sum::<usize>() + computed.len() * 512;
+        rpc::result_message_with_array(
             &id,
-            LoadResultRef {
+            LoadResultHead {
                 session_id: &shared.id,
                 cwd: &cwd,
                 model: &state.model,
@@ -813,7 +828,6 @@ async fn load_response(
                     wire::SessionState::Idle
                 },
                 network_access: state.allow_network,
-                messages: display_history(&state.history),
                 pending: &pending,
                 usage: state
                     .usage
@@ -825,6 +839,19 @@ async fn load_response(
                         cached_tokens: u.cached_tokens,
                     })
                     .collect(),
+            },
+            "messages",
+            capacity,
+            |out| {
+                let mut first = true;
+                for entry in stored.iter().filter(|d| !d.is_empty()) {
+                    if !first {
+                        out.push(b',');
+                    }
+                    first = false;
+                    out.extend_from_slice(entry.as_bytes());
+                }
+                session::display::write_entries(out, &computed, first)
             },
         )
     })
@@ -840,228 +867,19 @@ async fn load_response(
     })
 }
 
-/// [`wire::SessionLoadResult`], borrowing from the session instead of copying its history.
-/// The fields are the wire type's, in the same order; `tests/protocol_doc.rs` decodes what
-/// this writes into the wire type and checks that it encodes back the same.
+/// [`wire::SessionLoadResult`] without its `messages`, borrowing from the session; the reply
+/// appends `messages` as the last member (see [`rpc::result_message_with_array`]).
+/// `tests/protocol_doc.rs` decodes what the server writes into the wire type and checks that
+/// it encodes back the same.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct LoadResultRef<'a> {
+struct LoadResultHead<'a> {
     session_id: &'a str,
     cwd: &'a str,
     model: &'a str,
     mode: wire::Mode,
     state: wire::SessionState,
     network_access: bool,
-    messages: Vec<DisplayMessageRef<'a>>,
     pending: &'a [Value],
     usage: Vec<wire::UsageTotal>,
-}
-
-/// [`wire::DisplayMessage`], borrowing from one history message.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DisplayMessageRef<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    documents: Option<Vec<DisplayDocumentRef<'a>>>,
-    id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    images: Option<Vec<DisplayImageRef<'a>>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kind: Option<wire::NoticeKind>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning: Option<&'a str>,
-    role: wire::DisplayRole,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    source: Option<wire::DisplaySource>,
-    text: Cow<'a, str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_calls: Option<Vec<DisplayToolCallRef<'a>>>,
-    ts: u64,
-    turn_id: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    usage: Option<DisplayUsageRef<'a>>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct DisplayDocumentRef<'a> {
-    data: &'a str,
-    mime_type: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<&'a str>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct DisplayImageRef<'a> {
-    data: &'a str,
-    mime_type: &'a str,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct DisplayToolCallRef<'a> {
-    arguments: ArgumentsRef<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    diff: Option<&'a Value>,
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    result: Option<Cow<'a, str>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<wire::ToolStatus>,
-    tool_call_id: &'a str,
-}
-
-/// A call's arguments: the model's JSON text as it is (validated, not rebuilt as a tree), or
-/// a string holding the raw text when it is not valid JSON.
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
-enum ArgumentsRef<'a> {
-    Json(&'a serde_json::value::RawValue),
-    Text(&'a str),
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct DisplayUsageRef<'a> {
-    input_tokens: u64,
-    model: &'a str,
-    output_tokens: u64,
-}
-
-/// A message's text parts joined, borrowed when there is only one.
-fn message_text(message: &crate::engine::history::Message) -> Cow<'_, str> {
-    use crate::engine::history::Part;
-    let mut texts = message.parts.iter().filter_map(|p| match p {
-        Part::Text { text } => Some(text.as_str()),
-        Part::Image { .. } | Part::Document { .. } => None,
-    });
-    match (texts.next(), texts.next()) {
-        (None, _) => Cow::Borrowed(""),
-        (Some(only), None) => Cow::Borrowed(only),
-        _ => Cow::Owned(message.text()),
-    }
-}
-
-/// The history as a client shows it: user prompts, assistant messages with reasoning and their
-/// tool calls (each with its result, status and diff), and notices. Reminders the engine wrote
-/// for the model are not shown.
-///
-/// It borrows from the history, so a resume of a long session serializes the reply without
-/// copying every message once more.
-pub fn display_history(history: &[crate::engine::history::Message]) -> Vec<DisplayMessageRef<'_>> {
-    use crate::engine::history::{Part, ResultStatus, Role, Source};
-    let mut out: Vec<DisplayMessageRef<'_>> = Vec::with_capacity(history.len());
-    for message in history {
-        let entry = |role| DisplayMessageRef {
-            documents: None,
-            id: &message.id,
-            images: None,
-            kind: None,
-            reasoning: None,
-            role,
-            source: None,
-            text: message_text(message),
-            tool_calls: None,
-            ts: message.meta.ts,
-            turn_id: message.meta.turn_id.as_deref(),
-            usage: None,
-        };
-        match message.role {
-            Role::User if message.meta.source == Source::Reminder => {}
-            Role::User => {
-                let images: Vec<DisplayImageRef<'_>> = message
-                    .parts
-                    .iter()
-                    .filter_map(|p| match p {
-                        Part::Image { mime_type, data } => {
-                            Some(DisplayImageRef { data, mime_type })
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                let documents: Vec<DisplayDocumentRef<'_>> = message
-                    .parts
-                    .iter()
-                    .filter_map(|p| match p {
-                        Part::Document {
-                            mime_type,
-                            data,
-                            name,
-                        } => Some(DisplayDocumentRef {
-                            data,
-                            mime_type,
-                            name: name.as_deref(),
-                        }),
-                        _ => None,
-                    })
-                    .collect();
-                let mut user = entry(wire::DisplayRole::User);
-                user.source = Some(if message.meta.source == Source::Steering {
-                    wire::DisplaySource::Steering
-                } else {
-                    wire::DisplaySource::User
-                });
-                user.images = (!images.is_empty()).then_some(images);
-                user.documents = (!documents.is_empty()).then_some(documents);
-                out.push(user);
-            }
-            Role::Assistant => {
-                let calls: Vec<DisplayToolCallRef<'_>> = message
-                    .tool_calls
-                    .iter()
-                    .map(|c| DisplayToolCallRef {
-                        arguments: match serde_json::from_str(&c.arguments) {
-                            Ok(json) => ArgumentsRef::Json(json),
-                            Err(_) => ArgumentsRef::Text(&c.arguments),
-                        },
-                        diff: None,
-                        name: &c.name,
-                        result: None,
-                        status: None,
-                        tool_call_id: &c.id,
-                    })
-                    .collect();
-                let mut assistant = entry(wire::DisplayRole::Assistant);
-                assistant.tool_calls = Some(calls);
-                assistant.reasoning = message.meta.reasoning.as_deref();
-                assistant.usage = message.meta.usage.as_ref().map(|u| DisplayUsageRef {
-                    input_tokens: u.input_tokens,
-                    model: &u.model,
-                    output_tokens: u.output_tokens,
-                });
-                out.push(assistant);
-            }
-            Role::Tool => {
-                let Some(result) = &message.tool_result else {
-                    continue;
-                };
-                // Results follow their assistant message, so the search from the end stops at
-                // the first or second entry it looks at.
-                let Some(call) = out
-                    .iter_mut()
-                    .rev()
-                    .filter_map(|entry| entry.tool_calls.as_mut())
-                    .flat_map(|calls| calls.iter_mut())
-                    .find(|call| call.tool_call_id == result.tool_call_id)
-                else {
-                    continue;
-                };
-                call.status = Some(match result.status {
-                    ResultStatus::Completed => wire::ToolStatus::Completed,
-                    ResultStatus::Failed => wire::ToolStatus::Failed,
-                    ResultStatus::Denied => wire::ToolStatus::Denied,
-                    ResultStatus::Interrupted => wire::ToolStatus::Interrupted,
-                });
-                call.result = Some(message_text(message));
-                call.diff = message.meta.diff.as_ref();
-            }
-            Role::Notice => {
-                let mut notice = entry(wire::DisplayRole::Notice);
-                notice.kind = message.notice;
-                out.push(notice);
-            }
-        }
-    }
-    out
 }

@@ -163,6 +163,44 @@ pub fn result_message<T: Serialize>(id: &Value, result: T) -> Vec<u8> {
     .unwrap_or_else(|e| error_message(id, &RpcErrorObject::new(ErrorKind::Internal, e.to_string())))
 }
 
+/// A response whose `result` is `result`'s object plus one more member, an array that
+/// `write_items` writes as raw JSON (its members joined by commas, without the brackets).
+/// `session/load` uses it to send display entries stored as JSON text without parsing them
+/// again. `capacity` presizes the buffer, so a reply of megabytes is not copied as it grows.
+pub fn result_message_with_array<T: Serialize>(
+    id: &Value,
+    result: T,
+    member: &str,
+    capacity: usize,
+    write_items: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
+) -> Vec<u8> {
+    let build = || -> Result<Vec<u8>, String> {
+        let mut out = Vec::with_capacity(capacity);
+        serde_json::to_writer(
+            &mut out,
+            &ResultMessage {
+                jsonrpc: "2.0",
+                id,
+                result,
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        // The result object and the envelope both close here; reopen the result object. An
+        // empty object would need no comma, but `result` always has members.
+        if !out.ends_with(b"}}") || out.ends_with(b"{}}") {
+            return Err("the result is not an object with members".to_owned());
+        }
+        out.truncate(out.len() - 2);
+        out.push(b',');
+        serde_json::to_writer(&mut out, member).map_err(|e| e.to_string())?;
+        out.extend_from_slice(b":[");
+        write_items(&mut out).map_err(|e| e.to_string())?;
+        out.extend_from_slice(b"]}}");
+        Ok(out)
+    };
+    build().unwrap_or_else(|e| error_message(id, &RpcErrorObject::new(ErrorKind::Internal, e)))
+}
+
 pub fn error_message(id: &Value, error: &RpcErrorObject) -> Vec<u8> {
     serde_json::to_vec(&ErrorMessage {
         jsonrpc: "2.0",

@@ -16,6 +16,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::history::{new_id, now_ms, Message, NoticeKind, Part, Role, Source};
+
+pub mod display;
 use crate::engine::{turn, EngineContext};
 use crate::permissions::PermissionRules;
 use crate::protocol::{Decision, ErrorKind, Event, Mode};
@@ -200,6 +202,10 @@ pub enum SessionError {
     RetryUnavailable(String),
     #[error("the session has shut down; start a new session")]
     Closed,
+    /// A stored message of a restored session cannot be parsed, so its history cannot be sent
+    /// to a model.
+    #[error("{0}")]
+    HistoryDamaged(String),
 }
 
 impl SessionError {
@@ -211,6 +217,7 @@ impl SessionError {
             SessionError::UnknownModel { .. } => ErrorKind::UnknownModel,
             SessionError::RetryUnavailable(_) => ErrorKind::RetryUnavailable,
             SessionError::Closed => ErrorKind::UnknownSession,
+            SessionError::HistoryDamaged(_) => ErrorKind::Internal,
         }
     }
 }
@@ -271,7 +278,15 @@ pub enum Op {
 
 /// The mutable state of a session.
 pub struct SessionState {
+    /// The canonical history; while `unparsed` is `Some`, only the messages after the unparsed
+    /// ones (see [`SessionShared::complete_history`]).
     pub history: Vec<Message>,
+    /// A restored session's first messages, still as stored JSON: a resume answers without
+    /// parsing them, and the actor parses them before the first op that needs the history.
+    pub unparsed: Option<UnparsedHistory>,
+    /// How many messages from the start of the history have their display entry stored
+    /// (see [`display`]); the rest get theirs when the turn that wrote them ends.
+    pub displays_stored: usize,
     pub model: String,
     pub mode: Mode,
     pub rules: PermissionRules,
@@ -285,6 +300,35 @@ pub struct SessionState {
     pub allow_network: bool,
     /// Token usage per model, in the order the models were first used (mirrors the store).
     pub usage: Vec<crate::store::UsageTotals>,
+}
+
+/// The stored messages at the start of a restored session's history that are not parsed yet.
+pub struct UnparsedHistory {
+    /// Message JSON in history order; the first message is at position 0.
+    rows: Vec<String>,
+    /// The stored display entry of each row (`""` for a message that shows as no entry), which
+    /// `session/load` sends as they are while the rows are unparsed.
+    displays: Vec<String>,
+    /// What `session/list` shows while the rows are unparsed: the stored title and the time of
+    /// the last stored change.
+    pub title: Option<String>,
+    pub updated_at: u64,
+}
+
+impl UnparsedHistory {
+    /// How many messages are still unparsed.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The stored display entries of the unparsed messages, in order.
+    pub fn displays(&self) -> &[String] {
+        &self.displays
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -326,6 +370,9 @@ pub struct SessionShared {
     /// Reads and edits through the client's editor, when the face's client offers it (ACP's
     /// `fs/*`); `None` reads and writes the disk.
     pub client_fs: Option<Arc<dyn ClientFs>>,
+    /// Held while the unparsed history is parsed, so two callers of
+    /// [`SessionShared::complete_history`] parse it once.
+    history_gate: tokio::sync::Mutex<()>,
 }
 
 impl SessionShared {
@@ -362,6 +409,68 @@ impl SessionShared {
 
     pub fn emit(&self, turn_id: Option<&str>, event: Event) {
         self.emitter.emit(turn_id, event);
+    }
+
+    /// Store the display entries of the messages whose turn is over, so the next resume sends
+    /// them as they are. Called as a turn ends, under the state lock, after the turn's messages
+    /// were enqueued, so the rows exist when the writer updates them (which it does after the
+    /// commit of what was queued with them: nothing waits for these rows).
+    pub fn store_displays(&self, state: &mut SessionState) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        // The unparsed messages were stored settled, so `displays_stored` is at least as many.
+        let base = state.unparsed.as_ref().map_or(0, UnparsedHistory::len);
+        let Some(from) = state.displays_stored.checked_sub(base) else {
+            return;
+        };
+        let Some(messages) = state.history.get(from..) else {
+            return;
+        };
+        let displays = display::settled_displays(state.displays_stored as u64, messages);
+        state.displays_stored += displays.len();
+        store.set_displays(&self.id, displays);
+    }
+
+    /// Parse the unparsed start of a restored session's history, on the blocking pool, and put
+    /// it in front of the parsed messages. Every op that reads the history waits for this
+    /// first; it is a no-op once done. A damaged row leaves the rows unparsed and is reported
+    /// with its position on every call, so no op ever sees a history with a hole in it.
+    pub async fn complete_history(&self) -> Result<(), SessionError> {
+        let _gate = self.history_gate.lock().await;
+        let Some(unparsed) = lock(&self.state).unparsed.take() else {
+            return Ok(());
+        };
+        let UnparsedHistory {
+            rows,
+            displays,
+            title,
+            updated_at,
+        } = unparsed;
+        let id = self.id.clone();
+        // Shared with the parsing thread so the rows survive a parse that fails or panics.
+        let rows = Arc::new(rows);
+        let parsing = rows.clone();
+        let parsed = tokio::task::spawn_blocking(move || parse_history(&parsing, 0)).await;
+        let mut state = lock(&self.state);
+        let (position, why) = match parsed {
+            Ok(Ok(mut prefix)) => {
+                prefix.append(&mut state.history);
+                state.history = prefix;
+                return Ok(());
+            }
+            Ok(Err(damage)) => damage,
+            Err(e) => (0, format!("the parsing task failed: {e}")),
+        };
+        state.unparsed = Some(UnparsedHistory {
+            rows: Arc::try_unwrap(rows).unwrap_or_else(|shared| shared.as_ref().clone()),
+            displays,
+            title,
+            updated_at,
+        });
+        Err(SessionError::HistoryDamaged(format!(
+            "session {id} has a damaged message at position {position} ({why}), so its history cannot be sent to a model; session/load still shows it, start a new session to go on"
+        )))
     }
 
     /// Record that a side effect (a write or a command) is about to run and wait until that is
@@ -589,16 +698,21 @@ fn order_replies(shared: &Arc<SessionShared>, op: Op) -> Op {
 }
 
 fn reply_closed(op: Op) {
+    reply_error(op, SessionError::Closed);
+}
+
+/// Answer an op with `error` without applying it.
+fn reply_error(op: Op, error: SessionError) {
     match op {
-        Op::Prompt { reply, .. } | Op::Retry { reply } => reply(Err(SessionError::Closed)),
-        Op::Stop { reply } => reply(Err(SessionError::Closed)),
+        Op::Prompt { reply, .. } | Op::Retry { reply } => reply(Err(error)),
+        Op::Stop { reply } => reply(Err(error)),
         Op::Steer { reply, .. }
         | Op::Approve { reply, .. }
         | Op::Answer { reply, .. }
         | Op::SetMode { reply, .. }
-        | Op::Shutdown { reply } => reply(Err(SessionError::Closed)),
-        Op::SwitchModel { reply, .. } => reply(Err(SessionError::Closed)),
-        Op::SetNetworkAccess { reply, .. } => reply(Err(SessionError::Closed)),
+        | Op::Shutdown { reply } => reply(Err(error)),
+        Op::SwitchModel { reply, .. } => reply(Err(error)),
+        Op::SetNetworkAccess { reply, .. } => reply(Err(error)),
         Op::Resume { .. } => {}
     }
 }
@@ -635,6 +749,8 @@ pub fn spawn(
     }
     let state = SessionState {
         history: Vec::new(),
+        unparsed: None,
+        displays_stored: 0,
         model: new.model,
         mode: new.mode,
         rules: PermissionRules::default(),
@@ -686,6 +802,7 @@ fn start_actor(
         pending: Mutex::new(HashMap::new()),
         store,
         client_fs,
+        history_gate: tokio::sync::Mutex::new(()),
     });
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(actor(shared.clone(), rx, resume));
@@ -741,19 +858,40 @@ pub async fn restore_with_client_fs(
         .ok_or_else(|| RestoreError::NotFound(session_id.to_owned()))?;
     let mut loaded = loaded;
     let record = loaded.record.clone();
-    let rows = std::mem::take(&mut loaded.messages);
-    let history = tokio::task::spawn_blocking(move || parse_history(rows))
-        .await
-        .map_err(|e| RestoreError::Corrupt {
-            id: record.id.clone(),
-            position: 0,
-            why: format!("parsing the history crashed: {e}"),
-        })?
-        .map_err(|(position, why)| RestoreError::Corrupt {
-            id: record.id.clone(),
-            position,
-            why,
-        })?;
+    // The messages with a stored display entry come first: every turn among them has ended,
+    // so they hold no open call and nothing below needs them parsed. They stay JSON until an
+    // op needs the history, and the load reply sends their entries as they are. The rest (the
+    // crashed turn, or all of a history stored before entries existed) is parsed now.
+    let mut rows = std::mem::take(&mut loaded.messages);
+    let mut displays = std::mem::take(&mut loaded.displays);
+    // An entry that is not a JSON object (a damaged row) ends the stretch: from there on the
+    // rows are parsed and their entries computed, so the reply stays well-formed.
+    let settled = displays
+        .iter()
+        .position(|d| !d.as_deref().is_some_and(display::usable_entry))
+        .unwrap_or(displays.len());
+    displays.truncate(settled);
+    let stored_displays: Vec<String> = displays.into_iter().flatten().collect();
+    let tail_rows = rows.split_off(settled);
+    let (history, tail_displays) = tokio::task::spawn_blocking(move || {
+        let history = parse_history(&tail_rows, settled)?;
+        // Entries for the parsed messages whose turn is over, so the next resume skips them.
+        let displays = display::settled_displays(settled as u64, &history);
+        Ok((history, displays))
+    })
+    .await
+    .map_err(|e| RestoreError::Corrupt {
+        id: record.id.clone(),
+        position: settled,
+        why: format!("parsing the history crashed: {e}"),
+    })?
+    .map_err(|(position, why)| RestoreError::Corrupt {
+        id: record.id.clone(),
+        position,
+        why,
+    })?;
+    let displays_stored = settled + tail_displays.len();
+    store.set_displays(&record.id, tail_displays);
     let cwd = record.cwd.clone();
     let workspace = tokio::task::spawn_blocking(move || Workspace::open(vec![cwd.clone().into()]))
         .await
@@ -834,6 +972,8 @@ pub async fn restore_with_client_fs(
             ));
         }
     } else if history.last().is_some_and(|m| {
+        // (An empty `history` here means the last message has a stored entry, so its turn
+        // ended: nothing to say.)
         m.role == Role::User && matches!(m.meta.source, Source::User | Source::Steering)
     }) {
         // The turn died before the model answered; say so instead of silently re-asking.
@@ -845,6 +985,13 @@ pub async fn restore_with_client_fs(
     }
     let state = SessionState {
         history,
+        unparsed: (!rows.is_empty()).then(|| UnparsedHistory {
+            rows,
+            displays: stored_displays,
+            title: record.title.clone(),
+            updated_at: record.updated_at,
+        }),
+        displays_stored,
         model,
         mode,
         rules,
@@ -892,28 +1039,26 @@ pub async fn restore_with_client_fs(
 /// more than it saves.
 const PARALLEL_PARSE_MIN: usize = 1_000;
 
-/// Parse stored message rows into the history, on the blocking pool (never on a runtime
-/// worker: a long session takes tens of milliseconds). Parsing dominates the resume of a long
-/// session, so a long history is cut in two halves that parse on two threads. Each row is
-/// dropped as soon as it is parsed, so the allocator reuses its memory for the messages.
-/// A damaged row is reported with its position.
-fn parse_history(rows: Vec<String>) -> Result<Vec<Message>, (usize, String)> {
-    fn parse(offset: usize, rows: Vec<String>) -> Result<Vec<Message>, (usize, String)> {
-        rows.into_iter()
+/// Parse stored message rows into history messages, on the blocking pool (never on a runtime
+/// worker: a long session takes tens of milliseconds). A long history is cut in two halves
+/// that parse on two threads. A damaged row is reported with its position in the session,
+/// `first_position` being the position of `rows[0]`.
+fn parse_history(rows: &[String], first_position: usize) -> Result<Vec<Message>, (usize, String)> {
+    fn parse(offset: usize, rows: &[String]) -> Result<Vec<Message>, (usize, String)> {
+        rows.iter()
             .enumerate()
-            .map(|(i, json)| serde_json::from_str(&json).map_err(|e| (offset + i, e.to_string())))
+            .map(|(i, json)| serde_json::from_str(json).map_err(|e| (offset + i, e.to_string())))
             .collect()
     }
     let two_cores = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
     if rows.len() < PARALLEL_PARSE_MIN || !two_cores {
-        return parse(0, rows);
+        return parse(first_position, rows);
     }
-    let mut head = rows;
-    let tail = head.split_off(head.len() / 2);
-    let offset = head.len();
+    let (head, tail) = rows.split_at(rows.len() / 2);
+    let offset = first_position + head.len();
     std::thread::scope(|scope| {
         let tail = scope.spawn(move || parse(offset, tail));
-        let mut history = parse(0, head)?;
+        let mut history = parse(first_position, head)?;
         let tail = tail
             .join()
             .map_err(|_| (offset, "the parsing thread panicked".to_owned()))??;
@@ -943,9 +1088,15 @@ async fn actor(
 ) {
     let mut running: Option<RunningTurn> = None;
     if let Some(resume) = resume {
-        running = Some(resume_turn(&shared, resume));
+        if let Some(Op::Resume { resume }) = op_with_history(&shared, Op::Resume { resume }).await {
+            running = Some(resume_turn(&shared, resume));
+        }
     }
     while let Some(op) = ops.recv().await {
+        let op = match op_with_history(&shared, op).await {
+            Some(op) => op,
+            None => continue,
+        };
         match op {
             Op::Prompt { parts, reply } => {
                 let turn_id = new_id("t");
@@ -1092,6 +1243,51 @@ async fn actor(
         turn.cancel.cancel();
         let _ = turn.join.await;
     }
+}
+
+/// Completes the history before an op that reads it (a restored session parses its stored
+/// messages only here, see [`SessionShared::complete_history`]); `None` when the history is
+/// damaged and the op has been answered with that error.
+async fn op_with_history(shared: &Arc<SessionShared>, op: Op) -> Option<Op> {
+    let reads_history = matches!(
+        op,
+        Op::Prompt { .. } | Op::Retry { .. } | Op::SwitchModel { .. } | Op::Resume { .. }
+    );
+    if !reads_history {
+        return Some(op);
+    }
+    let Err(error) = shared.complete_history().await else {
+        return Some(op);
+    };
+    if let Op::Resume { resume } = &op {
+        // The crashed turn cannot continue without its history: end it, and say why.
+        let text = error.to_string();
+        {
+            let mut state = lock(&shared.state);
+            state.active_turn = None;
+            state.accepting_steering = false;
+        }
+        shared.emit(
+            Some(&resume.turn_id),
+            Event::Notice {
+                kind: NoticeKind::Error,
+                text: text.clone(),
+            },
+        );
+        shared.emit(
+            Some(&resume.turn_id),
+            Event::TurnEnded {
+                reason: crate::protocol::TurnEndReason::Error,
+                error: Some(crate::protocol::TurnError {
+                    message: text,
+                    retriable: false,
+                }),
+            },
+        );
+        return None;
+    }
+    reply_error(op, error);
+    None
 }
 
 fn resume_turn(shared: &Arc<SessionShared>, resume: Resume) -> RunningTurn {

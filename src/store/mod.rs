@@ -124,6 +124,9 @@ pub struct LoadedSession {
     pub record: SessionRecord,
     /// Message JSON in append order.
     pub messages: Vec<String>,
+    /// Each message's stored display entry, index for index with `messages` (see
+    /// [`Store::set_displays`]): `None` where none was stored.
+    pub displays: Vec<Option<String>>,
     /// The highest persisted event seq, 0 if none.
     pub last_seq: u64,
     /// Every inbox row of the session, resolved or not, in creation order.
@@ -134,6 +137,17 @@ pub struct LoadedSession {
     pub started_tools: Vec<String>,
     /// Per model, in the order each model was first used.
     pub usage: Vec<UsageTotals>,
+}
+
+/// One message's display entry, for [`Store::set_displays`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredDisplay {
+    /// The message's place in the session's history, counting from 0.
+    pub position: u64,
+    /// Checked against the row at `position`, so an entry never lands on another message.
+    pub message_id: String,
+    /// The entry's JSON, or `""` for a message that shows as no entry of its own.
+    pub display: String,
 }
 
 /// A persisted event, for replay to a client that reconnects.
@@ -174,6 +188,10 @@ enum Command {
         role: String,
         json: String,
         durability: Durability,
+    },
+    SetDisplays {
+        session_id: String,
+        displays: Vec<StoredDisplay>,
     },
     RecordEvent {
         session_id: String,
@@ -415,6 +433,19 @@ impl Store {
             role: role.to_owned(),
             json,
             durability,
+        });
+    }
+
+    /// Store the display entries of messages whose turn has ended, so a later load can send
+    /// them without parsing the messages. An entry whose (position, message id) pair matches
+    /// no row is skipped: the row then simply has no stored entry and a load parses it.
+    pub fn set_displays(&self, session_id: &str, displays: Vec<StoredDisplay>) {
+        if displays.is_empty() {
+            return;
+        }
+        self.send(Command::SetDisplays {
+            session_id: session_id.to_owned(),
+            displays,
         });
     }
 

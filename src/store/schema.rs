@@ -16,7 +16,15 @@ pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations in order. Each runs in its own transaction together with the
 /// `user_version` bump, so a crash mid-migration leaves the previous version intact.
-pub(crate) const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
+pub(crate) const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
+
+/// A message's entry in the display history that `session/load` returns, serialized once the
+/// turn that wrote it has ended (`''` for a message that shows as no entry of its own: a tool
+/// result folds into its call, a reminder is not shown). `NULL` means not computed yet: the
+/// rows of an unfinished turn, and every row written before this migration. A resume sends the
+/// stored entries as they are and parses only the rows without one, so it need not parse a long
+/// history before it answers.
+const MIGRATION_4: &str = "ALTER TABLE messages ADD COLUMN display TEXT;";
 
 /// Whether the user allowed the session's sandboxed commands to use the network (0 or 1); the
 /// choice survives a restart like the mode does.

@@ -784,3 +784,51 @@ async fn reservations_hold_back_seqs_until_the_next_stored_event_gives_them_back
         1_030
     );
 }
+
+#[tokio::test]
+async fn display_entries_land_on_their_rows_and_come_back_with_the_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&db_file(&dir)).unwrap();
+    store.create_session(session("s1", "/w", 10));
+    for i in 0..3 {
+        store.append_message(
+            "s1",
+            &format!("m{i}"),
+            Some("t1"),
+            "user",
+            message_json(i),
+            Durability::Normal,
+        );
+    }
+    store.set_displays(
+        "s1",
+        vec![
+            StoredDisplay {
+                position: 0,
+                message_id: "m0".into(),
+                display: "{\"id\":\"m0\"}".into(),
+            },
+            StoredDisplay {
+                position: 1,
+                message_id: "m1".into(),
+                display: String::new(),
+            },
+            // A position whose row holds another message is skipped, never written over.
+            StoredDisplay {
+                position: 2,
+                message_id: "m9".into(),
+                display: "{\"id\":\"m9\"}".into(),
+            },
+        ],
+    );
+    let loaded = store.load_session("s1").await.unwrap().unwrap();
+    assert_eq!(loaded.messages.len(), 3);
+    assert_eq!(
+        loaded.displays,
+        [
+            Some("{\"id\":\"m0\"}".to_owned()),
+            Some(String::new()),
+            None
+        ]
+    );
+}

@@ -85,8 +85,46 @@ impl Command {
     }
 }
 
+impl Command {
+    /// Whether the command may wait until the batch's callbacks have run: a write that nothing
+    /// waits for and that no side effect depends on. Stored display entries are such a write
+    /// (a row without one is parsed instead), and they are written as a turn ends, where the
+    /// `turnEnded` event must not wait for them.
+    fn deferrable(&self) -> bool {
+        matches!(self, Command::SetDisplays { .. })
+    }
+}
+
 impl Writer {
+    /// Commit a batch, then run its callbacks, then commit its deferrable writes (see
+    /// [`Command::deferrable`]) in a transaction of their own, before the next batch. A batch
+    /// with a reply to give (a read, a barrier) runs in order as it is, so whatever answers
+    /// has seen every write enqueued before it.
     fn run_batch(&mut self, batch: &mut Vec<Command>) {
+        let answers = batch.iter().any(|c| {
+            matches!(
+                c,
+                Command::Barrier { .. }
+                    | Command::ListSessions { .. }
+                    | Command::LoadSession { .. }
+                    | Command::EventsSince { .. }
+                    | Command::IntegrityCheck { .. }
+            )
+        });
+        if answers {
+            self.commit_batch(batch);
+            return;
+        }
+        let mut deferred: Vec<Command> = batch.extract_if(.., |c| c.deferrable()).collect();
+        if !batch.is_empty() {
+            self.commit_batch(batch);
+        }
+        if !deferred.is_empty() {
+            self.commit_batch(&mut deferred);
+        }
+    }
+
+    fn commit_batch(&mut self, batch: &mut Vec<Command>) {
         let durability = if batch.iter().any(|c| c.durability() == Durability::Full) {
             Durability::Full
         } else {
@@ -331,6 +369,30 @@ fn apply_write(conn: &Connection, command: Command) {
             )
             .and_then(|mut s| s.execute(params![session_id, message_id, turn_id, role, json])),
         ),
+        Command::SetDisplays {
+            session_id,
+            displays,
+        } => {
+            let mut statement = match conn.prepare_cached(
+                "UPDATE messages SET display = ?4
+                 WHERE session_id = ?1 AND position = ?2 AND message_id = ?3",
+            ) {
+                Ok(statement) => statement,
+                Err(e) => return logged("set_displays", &session_id, Err(e)),
+            };
+            for entry in displays {
+                logged(
+                    "set_displays",
+                    &session_id,
+                    statement.execute(params![
+                        session_id,
+                        to_i64(entry.position),
+                        entry.message_id,
+                        entry.display
+                    ]),
+                );
+            }
+        }
         Command::UpsertPending(r) => logged(
             "upsert_pending",
             &r.session_id,
@@ -518,10 +580,18 @@ fn load_session(conn: &Connection, id: &str) -> Result<Option<LoadedSession>, St
     else {
         return Ok(None);
     };
-    let messages = conn
-        .prepare_cached("SELECT json FROM messages WHERE session_id = ?1 ORDER BY position")?
-        .query_map([id], |row| row.get::<_, String>(0))?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut messages = Vec::new();
+    let mut displays = Vec::new();
+    let mut statement = conn.prepare_cached(
+        "SELECT json, display FROM messages WHERE session_id = ?1 ORDER BY position",
+    )?;
+    let mut rows = statement.query([id])?;
+    while let Some(row) = rows.next()? {
+        messages.push(row.get::<_, String>(0)?);
+        displays.push(row.get::<_, Option<String>>(1)?);
+    }
+    drop(rows);
+    drop(statement);
     let last_seq: i64 = conn
         .prepare_cached(
             "SELECT MAX(COALESCE((SELECT MAX(seq) FROM events WHERE session_id = ?1), 0),
@@ -577,6 +647,7 @@ fn load_session(conn: &Connection, id: &str) -> Result<Option<LoadedSession>, St
     Ok(Some(LoadedSession {
         record,
         messages,
+        displays,
         last_seq: to_u64(last_seq),
         pending,
         rules,
