@@ -832,3 +832,43 @@ async fn display_entries_land_on_their_rows_and_come_back_with_the_load() {
         ]
     );
 }
+
+#[test]
+fn appending_a_message_compiles_its_statement_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = Connection::open(dir.path().join("tandem.sqlite3")).unwrap();
+    schema::configure(&conn).unwrap();
+    schema::migrate(&mut conn).unwrap();
+    conn.execute(
+        "INSERT INTO sessions (id, cwd, model, mode, created_at, updated_at)
+         VALUES ('s1', '/w', 'm', 'ask', 1, 1)",
+        [],
+    )
+    .unwrap();
+    for i in 0..20 {
+        conn.prepare_cached(writer::APPEND_MESSAGE_SQL)
+            .unwrap()
+            .execute(rusqlite::params!["s1", format!("m{i}"), "t1", "user", "{}"])
+            .unwrap();
+    }
+    let statement = conn.prepare_cached(writer::APPEND_MESSAGE_SQL).unwrap();
+    assert_eq!(
+        statement.get_status(rusqlite::StatementStatus::RePrepare),
+        0,
+        "the append statement is re-compiled at every row"
+    );
+    assert_eq!(statement.get_status(rusqlite::StatementStatus::Run), 20);
+    drop(statement);
+    // Positions still count up from 0 within the session.
+    assert_eq!(
+        count(
+            &conn,
+            "SELECT MAX(position) FROM messages WHERE session_id = 's1'"
+        ),
+        19
+    );
+    assert_eq!(
+        count(&conn, "SELECT COUNT(DISTINCT position) FROM messages"),
+        20
+    );
+}
