@@ -513,13 +513,23 @@ async fn a_crash_mid_stream_never_repeats_a_seq_and_a_clean_stop_leaves_no_gap()
     t.shutdown().await;
 }
 
-/// Stops the server cleanly (everything committed) and starts a new one on the same data dir.
-async fn restart_cleanly(t: Tandem) -> Tandem {
+/// Stops the server cleanly (everything committed), runs `edit` on its database while no
+/// server has it open, and starts a new server on the same data dir. `edit` must change a row.
+async fn restart_after_edit(t: Tandem, db: &rusqlite::Connection, edit: &str) -> Tandem {
     t.request_ok("shutdown", Value::Null).await;
     assert!(t.wait_exit().await.success(), "{}", t.stderr_tail());
+    if !edit.is_empty() {
+        let changed = db.execute(edit, []).unwrap();
+        assert!(changed > 0, "{edit} changed no row");
+    }
     let t = t.respawn().await;
     t.initialize().await;
     t
+}
+
+/// [`restart_after_edit`] without an edit.
+async fn restart_cleanly(t: Tandem, db: &rusqlite::Connection) -> Tandem {
+    restart_after_edit(t, db, "").await
 }
 
 fn rows_without_display(db: &rusqlite::Connection) -> i64 {
@@ -555,8 +565,8 @@ async fn a_resume_sends_stored_display_entries_and_parses_the_history_when_a_tur
 
     // Every row of the ended turn has its entry: the user prompt, the assistant's call, the
     // tool result (an empty entry: it shows inside its call) and the answer.
-    let t = restart_cleanly(t).await;
     let db = database(t.data_dir());
+    let t = restart_cleanly(t, &db).await;
     assert_eq!(rows_without_display(&db), 0);
     let hidden: i64 = db
         .query_row(
@@ -568,14 +578,13 @@ async fn a_resume_sends_stored_display_entries_and_parses_the_history_when_a_tur
     assert_eq!(hidden, 1);
 
     // The load sends the stored entries as they are: an entry changed in the database shows.
-    let changed = db
-        .execute(
-            "UPDATE messages SET display = replace(display, 'It says alpha.', 'It says alpha (stored).')
-             WHERE display LIKE '%It says alpha.%'",
-            [],
-        )
-        .unwrap();
-    assert_eq!(changed, 1);
+    let t = restart_after_edit(
+        t,
+        &db,
+        "UPDATE messages SET display = replace(display, 'It says alpha.', 'It says alpha (stored).')
+         WHERE display LIKE '%It says alpha.%'",
+    )
+    .await;
     let loaded = t.load_session(&sid).await;
     assert_eq!(loaded["messages"][2]["text"], "It says alpha (stored).");
     assert_eq!(
@@ -585,40 +594,31 @@ async fn a_resume_sends_stored_display_entries_and_parses_the_history_when_a_tur
 
     // Without entries (a database written before they existed) the load parses the rows and
     // gives the same history, then stores the entries for the next resume.
-    let t = {
-        t.request_ok("shutdown", Value::Null).await;
-        t.wait_exit().await;
-        db.execute("UPDATE messages SET display = NULL", [])
-            .unwrap();
-        let t = t.respawn().await;
-        t.initialize().await;
-        t
-    };
+    let t = restart_after_edit(t, &db, "UPDATE messages SET display = NULL").await;
     let loaded = t.load_session(&sid).await;
     assert_eq!(loaded["messages"], live["messages"], "{loaded:#}");
-    let t = restart_cleanly(t).await;
+    let t = restart_cleanly(t, &db).await;
     assert_eq!(rows_without_display(&db), 0);
 
     // A truncated entry is not sent: that row and the rest are parsed instead.
-    db.execute(
+    let t = restart_after_edit(
+        t,
+        &db,
         "UPDATE messages SET display = substr(display, 1, 20) WHERE position = 1",
-        [],
     )
-    .unwrap();
-    let t = restart_cleanly(t).await;
+    .await;
     let loaded = t.load_session(&sid).await;
     assert_eq!(loaded["messages"], live["messages"], "{loaded:#}");
 
     // A damaged message in the unparsed part: the load still shows the stored history, and
     // the next turn is refused with the message's position instead of running on a history
     // with a hole in it. Nothing is sent to the model.
-    let t = restart_cleanly(t).await;
-    db.execute(
+    let t = restart_after_edit(
+        t,
+        &db,
         "UPDATE messages SET json = '{\"id\": \"broken' WHERE position = 0",
-        [],
     )
-    .unwrap();
-    let t = restart_cleanly(t).await;
+    .await;
     let loaded = t.load_session(&sid).await;
     assert_eq!(loaded["messages"], live["messages"], "{loaded:#}");
     let requests_before = mock.requests().len();
@@ -659,7 +659,8 @@ async fn the_first_turn_after_a_resume_sends_the_whole_history_to_the_model() {
     t.wait_turn_ended(&sid).await;
     t.prompt(&sid, "second question").await;
     t.wait_turn_ended(&sid).await;
-    let t = restart_cleanly(t).await;
+    let db = database(t.data_dir());
+    let t = restart_cleanly(t, &db).await;
     t.load_session(&sid).await;
     t.prompt(&sid, "third question").await;
     assert_eq!(t.wait_turn_ended(&sid).await["reason"], "completed");

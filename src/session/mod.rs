@@ -453,14 +453,16 @@ impl SessionShared {
         let parsing = rows.clone();
         let parsed = tokio::task::spawn_blocking(move || parse_history(&parsing, 0)).await;
         let mut state = lock(&self.state);
-        let (position, why) = match parsed {
+        let why = match parsed {
             Ok(Ok(mut prefix)) => {
                 prefix.append(&mut state.history);
                 state.history = prefix;
                 return Ok(());
             }
-            Ok(Err(damage)) => damage,
-            Err(e) => (0, format!("the parsing task failed: {e}")),
+            Ok(Err((position, why))) => {
+                format!("has a damaged message at position {position} ({why})")
+            }
+            Err(e) => format!("could not have its history parsed (the parsing task failed: {e})"),
         };
         state.unparsed = Some(UnparsedHistory {
             rows: Arc::try_unwrap(rows).unwrap_or_else(|shared| shared.as_ref().clone()),
@@ -469,7 +471,7 @@ impl SessionShared {
             updated_at,
         });
         Err(SessionError::HistoryDamaged(format!(
-            "session {id} has a damaged message at position {position} ({why}), so its history cannot be sent to a model; session/load still shows it, start a new session to go on"
+            "session {id} {why}, so its history cannot be sent to a model; session/load still shows it, start a new session to go on"
         )))
     }
 
