@@ -20,9 +20,8 @@ use tandem::engine::history::{
 };
 use tandem::store::{Durability, SessionRecord, Store};
 use tempfile::TempDir;
-use tokio::io::AsyncWriteExt;
 use tokio::io::DuplexStream;
-use tokio::sync::mpsc;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use crate::common::*;
 use crate::mock::{MockLlm, StreamShape};
@@ -824,9 +823,44 @@ fn load_stages(fixture: &ResumeFixture) -> Result<LoadStages> {
 // ---------------------------------------------------------------------------------------------
 // Persistence overhead
 
-struct PersistenceFigures {
+pub struct PersistenceFigures {
     with_store: Duration,
     without_store: Duration,
+    /// The median over the pairs of (turn with the store) / (the turn without it that ran
+    /// next to it): the pairing cancels drift in the machine's load between pairs.
+    paired_ratio: f64,
+}
+
+/// The persistence comparison alone (`bench persistence`): quicker to repeat than all of `core`.
+pub fn measure_persistence(runtime: &tokio::runtime::Runtime) -> Result<PersistenceFigures> {
+    progress(&format!(
+        "persistence: {TURN_WARMUPS} warm-up + {TURN_RUNS} turns of {TURN_DELTAS} unpaced deltas, in-process, with and without the store"
+    ));
+    runtime.block_on(persistence_turns())
+}
+
+impl PersistenceFigures {
+    pub fn row(&self) -> Row {
+        Row::within_ratio(
+            "Turn of 200 unpaced deltas, median (prompt → turnEnded), with the store",
+            self.with_store,
+            self.without_store,
+            "same in-process server, no store",
+            (1.0 + PERSISTENCE_OVERHEAD_TARGET, "overhead < 5%"),
+        )
+    }
+
+    pub fn note(&self) -> String {
+        format!(
+            "Persistence: `tandem::server::run` in this process over an in-memory pipe, once with `Store::open` on a fresh \
+             `tandem.sqlite3` and once with no store; {TURN_RUNS} turns each after {TURN_WARMUPS} warm-up, alternating, \
+             each turn {TURN_DELTAS} deltas written back to back by the same mock. Median overhead of the store: {:+.1}% ({}); \
+             median of the paired ratios (each turn with the store over the turn without it beside it): {:+.1}%.",
+            (self.with_store.as_secs_f64() / self.without_store.as_secs_f64() - 1.0) * 100.0,
+            format_signed_duration(self.with_store, self.without_store),
+            (self.paired_ratio - 1.0) * 100.0,
+        )
+    }
 }
 
 /// Both variants are `tandem::server::run` in this process, fed through an in-memory pipe:
@@ -862,17 +896,29 @@ async fn persistence_turns() -> Result<PersistenceFigures> {
     }
     stored.close().await?;
     memory.close().await?;
+    let mut ratios: Vec<f64> = with_store
+        .iter()
+        .zip(&without_store)
+        .map(|(s, m)| s.as_secs_f64() / m.as_secs_f64())
+        .collect();
+    ratios.sort_by(f64::total_cmp);
     Ok(PersistenceFigures {
         with_store: summarize(with_store).median,
         without_store: summarize(without_store).median,
+        paired_ratio: ratios[ratios.len() / 2],
     })
 }
 
-/// `tandem::server::run` on a task of this runtime, with its stdin and stdout in memory.
+/// `tandem::server::run` on a task of this runtime. Its input is an in-memory pipe; its output
+/// is a real OS pipe written by the server's own stdout code (direct writes from the sending
+/// thread, the writer thread when the pipe is full), so an event takes the same path out as
+/// in `tandem serve`, whichever thread emits it.
 struct InProcess {
     input: Option<DuplexStream>,
-    output: mpsc::UnboundedReceiver<Vec<u8>>,
+    output: tokio::io::BufReader<tokio::net::unix::pipe::Receiver>,
+    line: Vec<u8>,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    stdout_writer: Option<std::thread::JoinHandle<()>>,
     session_id: String,
     next_id: u64,
 }
@@ -885,19 +931,26 @@ impl InProcess {
         cwd: &Path,
     ) -> Result<InProcess> {
         let (input, server_input) = tokio::io::duplex(64 * 1024);
-        let (out, output) = tandem::server::outbound_channel();
+        let (reader, writer) = std::io::pipe()?;
+        let framing = Arc::new(AtomicU8::new(0));
+        let (out, stdout_writer) =
+            tandem::server::outbound_to_fd(std::os::fd::OwnedFd::from(writer), framing.clone());
+        let output =
+            tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))?;
         let store = db_path.map(|path| tokio::task::spawn_blocking(move || Store::open(&path)));
         let task = tokio::spawn(tandem::server::run(
             config,
             server_input,
             out,
-            Arc::new(AtomicU8::new(0)),
+            framing,
             store,
         ));
         let mut server = InProcess {
             input: Some(input),
-            output,
+            output: tokio::io::BufReader::with_capacity(64 * 1024, output),
+            line: Vec::with_capacity(4096),
             task,
+            stdout_writer: Some(stdout_writer),
             session_id: String::new(),
             next_id: 1,
         };
@@ -926,11 +979,15 @@ impl InProcess {
     }
 
     async fn next_message(&mut self) -> Result<Value> {
-        let body = tokio::time::timeout(TURN_TIMEOUT, self.output.recv())
-            .await
-            .map_err(|_| "the in-process server went silent")?
-            .ok_or("the in-process server stopped")?;
-        Ok(serde_json::from_slice(&body)?)
+        self.line.clear();
+        let read =
+            tokio::time::timeout(TURN_TIMEOUT, self.output.read_until(b'\n', &mut self.line))
+                .await
+                .map_err(|_| "the in-process server went silent")??;
+        if read == 0 {
+            return Err("the in-process server stopped".into());
+        }
+        Ok(serde_json::from_slice(&self.line)?)
     }
 
     /// Send a request and wait for its response, skipping events.
@@ -994,6 +1051,12 @@ impl InProcess {
         tokio::time::timeout(EXIT_TIMEOUT, &mut self.task)
             .await
             .map_err(|_| "the in-process server did not stop at the end of its input")???;
+        // `run` dropped its senders, so the stdout writer drains and ends.
+        if let Some(writer) = self.stdout_writer.take() {
+            tokio::task::spawn_blocking(move || writer.join())
+                .await?
+                .map_err(|_| "the stdout writer thread panicked")?;
+        }
         Ok(())
     }
 }
@@ -1152,13 +1215,7 @@ impl CoreFigures {
                 None,
             ),
             self.resume_ratio_row(),
-            Row::within_ratio(
-                "Turn of 200 unpaced deltas, median (prompt → turnEnded), with the store",
-                self.persistence.with_store,
-                self.persistence.without_store,
-                "same in-process server, no store",
-                (1.0 + PERSISTENCE_OVERHEAD_TARGET, "overhead < 5%"),
-            ),
+            self.persistence.row(),
         ]
     }
 
@@ -1203,12 +1260,6 @@ impl CoreFigures {
             format_duration(stages.deferred_parse),
         );
         println!();
-        println!(
-            "Persistence: `tandem::server::run` in this process over an in-memory pipe, once with `Store::open` on a fresh \
-             `tandem.sqlite3` and once with no store; {TURN_RUNS} turns each after {TURN_WARMUPS} warm-up, alternating, \
-             each turn {TURN_DELTAS} deltas written back to back by the same mock. Median overhead of the store: {:+.1}% ({}).",
-            (persistence.with_store.as_secs_f64() / persistence.without_store.as_secs_f64() - 1.0) * 100.0,
-            format_signed_duration(persistence.with_store, persistence.without_store),
-        );
+        println!("{}", persistence.note());
     }
 }

@@ -2,7 +2,7 @@
 //! app-server, ripgrep, an in-process floor, a raw rusqlite read), printed as one table of
 //! ratios with the target each must meet.
 //!
-//! `cargo run --release --example bench -- [all|codex|grep|fanout|load|core] [--bin PATH]`
+//! `cargo run --release --example bench -- [all|codex|grep|fanout|load|core|persistence] [--bin PATH]`
 //! installs the anchors into `<target>/bench-tools` when missing. `examples/bench/README.md`
 //! describes each method. A missed target is a table entry, not an error; the exit code is
 //! non-zero only when a measurement fails.
@@ -22,7 +22,7 @@ use std::process::ExitCode;
 
 use common::{machine, print_table, progress, resolve_binary, Result, Row};
 
-const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|grep|fanout|load|core]... [--bin PATH]
+const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|grep|fanout|load|core|persistence]... [--bin PATH]
 
   all     everything below (the default)
   codex   cold start, memory and a full turn beside Codex app-server (npm @openai/codex)
@@ -30,6 +30,8 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|gr
   fanout  16 read_file calls in one assistant message beside 16 sequential ones
   load    50 concurrent sessions streaming paced deltas
   core    event latency and resume (also cold start, idle memory and persistence beside their floors)
+  persistence
+          only the persistence comparison of core (a 200-delta turn with and without the store)
 
 PATH defaults to $TANDEM_BIN, then <target>/release/tandem (built first when missing or older than the sources).
 Anchors go to <target>/bench-tools (or $TANDEM_BENCH_TOOLS); CODEX_BIN and RG_BIN override them.";
@@ -41,6 +43,7 @@ enum Part {
     Fanout,
     Load,
     Core,
+    Persistence,
 }
 
 const ALL: [Part; 5] = [
@@ -74,6 +77,7 @@ fn parse_args() -> Result<(Vec<Part>, Option<PathBuf>)> {
             "fanout" => parts.push(Part::Fanout),
             "load" => parts.push(Part::Load),
             "core" => parts.push(Part::Core),
+            "persistence" => parts.push(Part::Persistence),
             "--bin" => bin = Some(PathBuf::from(args.next().ok_or("--bin needs a path")?)),
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -162,6 +166,11 @@ fn run() -> Result<()> {
                 let figures = core::measure(&bin, &runtime)?;
                 rows.extend(figures.issue_rows());
                 core_figures = Some(figures);
+            }
+            Part::Persistence => {
+                let figures = core::measure_persistence(&runtime)?;
+                rows.push(figures.row());
+                notes.push(figures.note());
             }
         }
     }

@@ -139,14 +139,27 @@ struct Turn {
     recorded: HashMap<String, crate::store::PendingRecord>,
     /// Reads that needed approval: a result started early must not be used for them.
     needs_fresh_run: std::collections::HashSet<String>,
+    /// Whether the store may hold inbox rows of this turn (it asked something, or it is a
+    /// resumed turn): only then does its end delete them.
+    may_have_pending_rows: std::sync::atomic::AtomicBool,
 }
 
-/// Run one turn to its end. The user message is already in history (the actor put it there).
+/// Announce a turn (`turnStarted`, with the model it runs on). The actor calls this as it admits
+/// the turn, right after queuing the `prompt` reply, so the reply, the user message and this
+/// event share one commit; the turn's task starts after it.
+pub fn announce(session: &SessionShared, turn_id: &str) {
+    let model = lock(&session.state).model.clone();
+    session.emit(Some(turn_id), Event::TurnStarted { model });
+}
+
+/// Run one turn to its end. The user message is already in history and the turn announced
+/// (the actor did both).
 pub async fn run_turn(session: Arc<SessionShared>, turn_id: String, cancel: CancellationToken) {
     drive(session, turn_id, cancel, None, HashMap::new()).await;
 }
 
-/// Continue a restored session's crashed turn: finish its open tool calls, then go on.
+/// Continue a restored session's crashed turn, already announced again: finish its open tool
+/// calls, then go on.
 pub async fn resume_turn(
     session: Arc<SessionShared>,
     resume: crate::session::Resume,
@@ -169,8 +182,7 @@ async fn drive(
     resume_calls: Option<Vec<ToolCallRecord>>,
     recorded: HashMap<String, crate::store::PendingRecord>,
 ) {
-    let model = lock(&session.state).model.clone();
-    session.emit(Some(&turn_id), Event::TurnStarted { model });
+    let may_have_pending_rows = resume_calls.is_some() || !recorded.is_empty();
     let mut turn = Turn {
         session,
         turn_id,
@@ -187,6 +199,7 @@ async fn drive(
         resume_calls,
         recorded,
         needs_fresh_run: Default::default(),
+        may_have_pending_rows: may_have_pending_rows.into(),
     };
     let outcome = turn.run().await;
     turn.end(outcome);
@@ -1365,6 +1378,8 @@ impl Turn {
         let (sender, receiver) = oneshot::channel();
         let payload = serde_json::to_value(event).unwrap_or(Value::Null);
         // The inbox row is committed before the event that announces it.
+        self.may_have_pending_rows
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         self.session
             .persist_pending(request_id, kind, tool_call_id, &self.turn_id, &payload);
         lock(&self.session.pending).insert(
@@ -1780,17 +1795,22 @@ impl Turn {
         };
         // Anything still pending belongs to this turn and can no longer be answered.
         lock(&self.session.pending).retain(|_, p| p.turn_id != self.turn_id);
-        self.session.withdraw_pending_rows(&self.turn_id);
+        if self
+            .may_have_pending_rows
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            self.session.withdraw_pending_rows(&self.turn_id);
+        }
         // The turn becomes inactive and announces its end under one lock, so a prompt admitted
         // right after cannot emit its `turnStarted` before this `turnEnded`.
         let mut state = lock(&self.session.state);
         if state.active_turn.as_deref() == Some(self.turn_id.as_str()) {
             state.active_turn = None;
         }
-        self.emit(Event::TurnEnded { reason, error });
-        // After the event, so its commit does not wait for these; still under the lock, so
-        // they cover exactly this turn's messages and what came before.
+        // Under the lock, so they cover exactly this turn's messages and what came before;
+        // before the event, so they share its commit instead of costing one of their own.
         self.session.store_displays(&mut state);
+        self.emit(Event::TurnEnded { reason, error });
         drop(state);
     }
 }

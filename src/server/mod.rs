@@ -791,6 +791,25 @@ pub fn outbound_channel() -> (Outbound, mpsc::UnboundedReceiver<Vec<u8>>) {
     (Outbound { tx, stdout: None }, rx)
 }
 
+/// An outbound side that writes framed messages to `fd` (the write end of a pipe or socket)
+/// exactly as `serve` writes its stdout: straight from the sending thread when it can, else on
+/// a writer thread. For in-process drivers that must measure the real output path, not a
+/// channel. The thread ends, and the returned handle joins, once `run` returned.
+pub fn outbound_to_fd(
+    fd: std::os::fd::OwnedFd,
+    framing: Arc<AtomicU8>,
+) -> (Outbound, std::thread::JoinHandle<()>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (stdout, writer) = stdout::spawn_writer_on(fd, rx, framing);
+    (
+        Outbound {
+            tx,
+            stdout: Some(stdout),
+        },
+        writer,
+    )
+}
+
 /// The `session/load` response, serialized on the blocking pool: for a long session, building
 /// and serializing the display history takes milliseconds that must not stall the runtime.
 ///

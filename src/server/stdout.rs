@@ -129,6 +129,24 @@ pub(super) fn spawn_writer(
     Ok(start(fd, inline, rx, framing))
 }
 
+/// The same writer over a pipe or socket of the caller's own (an in-process driver's), made
+/// non-blocking so senders write to it directly just as they do to a real stdout.
+pub(super) fn spawn_writer_on(
+    fd: OwnedFd,
+    rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    framing: Arc<AtomicU8>,
+) -> (Arc<Shared>, std::thread::JoinHandle<()>) {
+    use rustix::fs::{fcntl_getfl, fcntl_setfl, fstat, FileType, OFlags};
+    let inline = fstat(&fd).is_ok_and(|stat| {
+        matches!(
+            FileType::from_raw_mode(stat.st_mode),
+            FileType::Fifo | FileType::Socket
+        )
+    }) && fcntl_getfl(&fd)
+        .is_ok_and(|flags| fcntl_setfl(&fd, flags | OFlags::NONBLOCK).is_ok());
+    start(fd, inline, rx, framing)
+}
+
 fn start(
     fd: OwnedFd,
     inline: bool,

@@ -413,8 +413,8 @@ impl SessionShared {
 
     /// Store the display entries of the messages whose turn is over, so the next resume sends
     /// them as they are. Called as a turn ends, under the state lock, after the turn's messages
-    /// were enqueued, so the rows exist when the writer updates them (which it does after the
-    /// commit of what was queued with them: nothing waits for these rows).
+    /// were enqueued (so the rows exist when the writer updates them) and before `turnEnded`
+    /// (so the updates share that event's commit).
     pub fn store_displays(&self, state: &mut SessionState) {
         let Some(store) = &self.store else {
             return;
@@ -1293,12 +1293,14 @@ async fn op_with_history(shared: &Arc<SessionShared>, op: Op) -> Option<Op> {
 }
 
 fn resume_turn(shared: &Arc<SessionShared>, resume: Resume) -> RunningTurn {
+    turn::announce(shared, &resume.turn_id);
     let cancel = CancellationToken::new();
     let join = tokio::spawn(turn::resume_turn(shared.clone(), resume, cancel.clone()));
     RunningTurn { cancel, join }
 }
 
 fn start_turn(shared: &Arc<SessionShared>, turn_id: String) -> RunningTurn {
+    turn::announce(shared, &turn_id);
     let cancel = CancellationToken::new();
     let join = tokio::spawn(turn::run_turn(shared.clone(), turn_id, cancel.clone()));
     RunningTurn { cancel, join }
