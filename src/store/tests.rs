@@ -242,6 +242,87 @@ async fn reopen_keeps_data() {
     assert_eq!(loaded.messages, ["{\"n\":1}", "{\"n\":2}"]);
 }
 
+/// Whether a message row is visible to another connection, which sees only committed data.
+fn message_committed(path: &Path, message_id: &str) -> bool {
+    let conn = Connection::open(path).unwrap();
+    count(
+        &conn,
+        &format!("SELECT count(*) FROM messages WHERE message_id = '{message_id}'"),
+    ) == 1
+}
+
+#[tokio::test]
+async fn a_row_nobody_waits_for_shares_the_commit_of_the_event_that_follows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_file(&dir);
+    // A long window makes the grouping observable without racing the writer thread.
+    let store = Store::open_with_group_wait(&path, Duration::from_secs(60)).unwrap();
+    store.create_session(session("s1", "/w", 1));
+    store.barrier(Durability::Normal).await.unwrap();
+    store.append_message(
+        "s1",
+        "m1",
+        Some("t1"),
+        "assistant",
+        "{\"n\":1}".into(),
+        Durability::Normal,
+    );
+    // Not a wait for a condition: the writer gets time to commit the row on its own, which is
+    // what it must not do while nothing announces the row.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !message_committed(&path, "m1"),
+        "the row was committed before the event that announces it arrived"
+    );
+    let (sent, committed) = tokio::sync::oneshot::channel();
+    let callback_path = path.clone();
+    store.record_event(
+        "s1",
+        1,
+        Some("t1"),
+        "assistantMessage",
+        Some("{}".into()),
+        Some(Box::new(move || {
+            let _ = sent.send(message_committed(&callback_path, "m1"));
+        })),
+    );
+    // The event has a waiter, so the batch commits at once, far inside the window.
+    let row_visible = tokio::time::timeout(Duration::from_secs(10), committed)
+        .await
+        .expect("a batch with a waiter must not wait for the grouping window")
+        .unwrap();
+    assert!(
+        row_visible,
+        "the row and its event were not committed together"
+    );
+}
+
+#[tokio::test]
+async fn a_row_nobody_waits_for_is_committed_when_the_window_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_file(&dir);
+    let store = Store::open_with_group_wait(&path, Duration::from_millis(20)).unwrap();
+    store.create_session(session("s1", "/w", 1));
+    store.append_message(
+        "s1",
+        "m1",
+        Some("t1"),
+        "user",
+        "{\"n\":1}".into(),
+        Durability::Normal,
+    );
+    // Nothing else is sent: the row must still become durable on its own.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !message_committed(&path, "m1") {
+        assert!(
+            Instant::now() < deadline,
+            "a row without a following command was never committed"
+        );
+        tokio::task::yield_now().await;
+    }
+    drop(store);
+}
+
 #[tokio::test]
 async fn after_commit_callbacks_run_in_order_once_their_rows_are_visible() {
     let dir = tempfile::tempdir().unwrap();

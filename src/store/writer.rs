@@ -15,14 +15,16 @@ use super::{
 /// The most commands one transaction takes; bounds how long a reply waits behind a burst.
 const MAX_BATCH: usize = 256;
 
-/// How long a batch that nobody waits for may wait for the command that follows it.
-const GROUP_WAIT: Duration = Duration::from_micros(200);
+/// How long a batch that nobody waits for may wait for the command that follows it. Long
+/// enough for the announcing event that a turn enqueues right after a row, short enough that
+/// an unannounced row is still committed within a fraction of a millisecond.
+pub(super) const GROUP_WAIT: Duration = Duration::from_micros(200);
 
 /// What to do for one command once its batch is committed (or failed): `None` when the batch
 /// committed, the commit error otherwise.
 type Finish = Box<dyn FnOnce(Option<&StoreError>) + Send>;
 
-pub(super) fn run(conn: Connection, receiver: mpsc::Receiver<Command>) {
+pub(super) fn run(conn: Connection, receiver: mpsc::Receiver<Command>, group_wait: Duration) {
     let mut writer = Writer {
         conn,
         synchronous: Durability::Normal,
@@ -32,7 +34,7 @@ pub(super) fn run(conn: Connection, receiver: mpsc::Receiver<Command>) {
     // `recv` keeps returning queued commands after the last handle is dropped and fails only
     // once the queue is empty, so shutting down commits everything that was enqueued.
     while let Ok(first) = receiver.recv() {
-        let deadline = Instant::now() + GROUP_WAIT;
+        let deadline = Instant::now() + group_wait;
         let mut waited_on = first.waited_on();
         batch.push(first);
         loop {
