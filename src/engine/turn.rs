@@ -1807,10 +1807,10 @@ impl Turn {
         if state.active_turn.as_deref() == Some(self.turn_id.as_str()) {
             state.active_turn = None;
         }
-        // Under the lock, so they cover exactly this turn's messages and what came before;
-        // before the event, so they share its commit instead of costing one of their own.
-        self.session.store_displays(&mut state);
         self.emit(Event::TurnEnded { reason, error });
+        // After the event, so its commit does not wait for these; still under the lock, so
+        // they cover exactly this turn's messages and what came before.
+        self.session.store_displays(&mut state);
         drop(state);
     }
 }

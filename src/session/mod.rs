@@ -413,8 +413,8 @@ impl SessionShared {
 
     /// Store the display entries of the messages whose turn is over, so the next resume sends
     /// them as they are. Called as a turn ends, under the state lock, after the turn's messages
-    /// were enqueued (so the rows exist when the writer updates them) and before `turnEnded`
-    /// (so the updates share that event's commit).
+    /// were enqueued, so the rows exist when the writer updates them (which it does after the
+    /// commit of what was queued with them: nothing waits for these rows).
     pub fn store_displays(&self, state: &mut SessionState) {
         let Some(store) = &self.store else {
             return;

@@ -20,7 +20,6 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::thread::{JoinHandle, ThreadId};
-use std::time::Duration;
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
@@ -294,12 +293,6 @@ impl Store {
     /// the migrations before returning. Call it at startup or from `spawn_blocking`: it does
     /// file I/O.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        Store::open_with_group_wait(path, writer::GROUP_WAIT)
-    }
-
-    /// [`Store::open`] with another grouping window (see `writer::GROUP_WAIT`); tests use a
-    /// long one to watch the grouping without racing the writer thread.
-    fn open_with_group_wait(path: &Path, group_wait: Duration) -> Result<Store, StoreError> {
         let open_error = |source: Box<dyn std::error::Error + Send + Sync>| StoreError::Open {
             path: path.to_path_buf(),
             source,
@@ -308,7 +301,7 @@ impl Store {
             std::fs::create_dir_all(parent).map_err(|e| open_error(Box::new(e)))?;
         }
         let conn = Connection::open(path).map_err(|e| open_error(Box::new(e)))?;
-        Store::start(conn, Some(path.to_path_buf()), group_wait)
+        Store::start(conn, Some(path.to_path_buf()))
     }
 
     /// A private in-memory database, for tests.
@@ -317,14 +310,10 @@ impl Store {
             path: PathBuf::from(":memory:"),
             source: Box::new(e),
         })?;
-        Store::start(conn, None, writer::GROUP_WAIT)
+        Store::start(conn, None)
     }
 
-    fn start(
-        mut conn: Connection,
-        path: Option<PathBuf>,
-        group_wait: Duration,
-    ) -> Result<Store, StoreError> {
+    fn start(mut conn: Connection, path: Option<PathBuf>) -> Result<Store, StoreError> {
         let shown = path.clone().unwrap_or_else(|| PathBuf::from(":memory:"));
         let wrap = |e: StoreError| match e {
             // A newer schema or a damaged file is not an open failure the user can fix by
@@ -349,7 +338,7 @@ impl Store {
         let (sender, receiver) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("tandem-store".to_owned())
-            .spawn(move || writer::run(conn, receiver, group_wait))
+            .spawn(move || writer::run(conn, receiver))
             .map_err(|e| StoreError::Open {
                 path: shown.clone(),
                 source: Box::new(e),

@@ -3,7 +3,6 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -15,16 +14,11 @@ use super::{
 /// The most commands one transaction takes; bounds how long a reply waits behind a burst.
 const MAX_BATCH: usize = 256;
 
-/// How long a batch that nobody waits for may wait for the command that follows it. Long
-/// enough for the announcing event that a turn enqueues right after a row, short enough that
-/// an unannounced row is still committed within a fraction of a millisecond.
-pub(super) const GROUP_WAIT: Duration = Duration::from_micros(200);
-
 /// What to do for one command once its batch is committed (or failed): `None` when the batch
 /// committed, the commit error otherwise.
 type Finish = Box<dyn FnOnce(Option<&StoreError>) + Send>;
 
-pub(super) fn run(conn: Connection, receiver: mpsc::Receiver<Command>, group_wait: Duration) {
+pub(super) fn run(conn: Connection, receiver: mpsc::Receiver<Command>) {
     let mut writer = Writer {
         conn,
         synchronous: Durability::Normal,
@@ -34,34 +28,14 @@ pub(super) fn run(conn: Connection, receiver: mpsc::Receiver<Command>, group_wai
     // `recv` keeps returning queued commands after the last handle is dropped and fails only
     // once the queue is empty, so shutting down commits everything that was enqueued.
     while let Ok(first) = receiver.recv() {
-        let deadline = Instant::now() + group_wait;
-        let mut waited_on = first.waited_on();
         batch.push(first);
-        loop {
-            while batch.len() < MAX_BATCH {
-                match receiver.try_recv() {
-                    Ok(command) => {
-                        waited_on |= command.waited_on();
-                        batch.push(command);
-                    }
-                    Err(_) => break,
-                }
-            }
-            if waited_on || batch.len() >= MAX_BATCH {
-                break;
-            }
-            // Nothing waits for this batch yet, and what is written without a waiter is
-            // nearly always followed at once by the event that announces it: wait for that
-            // (sleeping, not spinning) so both share one commit.
-            match receiver.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(command) => {
-                    waited_on |= command.waited_on();
-                    batch.push(command);
-                }
+        while batch.len() < MAX_BATCH {
+            match receiver.try_recv() {
+                Ok(command) => batch.push(command),
                 Err(_) => break,
             }
         }
-        writer.commit_batch(&mut batch);
+        writer.run_batch(&mut batch);
     }
     if let Err((_, e)) = writer.conn.close() {
         tracing::error!(error = %e, "closing the session database failed");
@@ -112,23 +86,44 @@ impl Command {
 }
 
 impl Command {
-    /// Whether someone waits for this command's commit: an event to emit, a reply to give.
-    fn waited_on(&self) -> bool {
-        match self {
-            Command::RecordEvent { after_commit, .. } => after_commit.is_some(),
-            Command::Barrier { .. }
-            | Command::ListSessions { .. }
-            | Command::LoadSession { .. }
-            | Command::EventsSince { .. }
-            | Command::IntegrityCheck { .. } => true,
-            _ => false,
-        }
+    /// Whether the command may wait until the batch's callbacks have run: a write that nothing
+    /// waits for and that no side effect depends on. Stored display entries are such a write
+    /// (a row without one is parsed instead), and they are written as a turn ends, where the
+    /// `turnEnded` event must not wait for them.
+    fn deferrable(&self) -> bool {
+        matches!(self, Command::SetDisplays { .. })
     }
 }
 
 impl Writer {
-    /// Commit a batch in one transaction, then complete its commands in order: run the
-    /// callbacks, send the replies.
+    /// Commit a batch, then run its callbacks, then commit its deferrable writes (see
+    /// [`Command::deferrable`]) in a transaction of their own, before the next batch. A batch
+    /// with a reply to give (a read, a barrier) runs in order as it is, so whatever answers
+    /// has seen every write enqueued before it.
+    fn run_batch(&mut self, batch: &mut Vec<Command>) {
+        let answers = batch.iter().any(|c| {
+            matches!(
+                c,
+                Command::Barrier { .. }
+                    | Command::ListSessions { .. }
+                    | Command::LoadSession { .. }
+                    | Command::EventsSince { .. }
+                    | Command::IntegrityCheck { .. }
+            )
+        });
+        if answers {
+            self.commit_batch(batch);
+            return;
+        }
+        let mut deferred: Vec<Command> = batch.extract_if(.., |c| c.deferrable()).collect();
+        if !batch.is_empty() {
+            self.commit_batch(batch);
+        }
+        if !deferred.is_empty() {
+            self.commit_batch(&mut deferred);
+        }
+    }
+
     fn commit_batch(&mut self, batch: &mut Vec<Command>) {
         let durability = if batch.iter().any(|c| c.durability() == Durability::Full) {
             Durability::Full
