@@ -139,14 +139,11 @@ struct Turn {
     recorded: HashMap<String, crate::store::PendingRecord>,
     /// Reads that needed approval: a result started early must not be used for them.
     needs_fresh_run: std::collections::HashSet<String>,
-    /// Whether the store may hold inbox rows of this turn (it asked something, or it is a
-    /// resumed turn): only then does its end delete them.
-    may_have_pending_rows: std::sync::atomic::AtomicBool,
 }
 
 /// Announce a turn (`turnStarted`, with the model it runs on). The actor calls this as it admits
-/// the turn, right after queuing the `prompt` reply, so the reply, the user message and this
-/// event share one commit; the turn's task starts after it.
+/// the turn, right after queuing the `prompt` reply and before spawning the turn's task, so the
+/// user message, the reply and this event reach the store together and usually share a commit.
 pub fn announce(session: &SessionShared, turn_id: &str) {
     let model = lock(&session.state).model.clone();
     session.emit(Some(turn_id), Event::TurnStarted { model });
@@ -182,7 +179,6 @@ async fn drive(
     resume_calls: Option<Vec<ToolCallRecord>>,
     recorded: HashMap<String, crate::store::PendingRecord>,
 ) {
-    let may_have_pending_rows = resume_calls.is_some() || !recorded.is_empty();
     let mut turn = Turn {
         session,
         turn_id,
@@ -199,7 +195,6 @@ async fn drive(
         resume_calls,
         recorded,
         needs_fresh_run: Default::default(),
-        may_have_pending_rows: may_have_pending_rows.into(),
     };
     let outcome = turn.run().await;
     turn.end(outcome);
@@ -1378,8 +1373,6 @@ impl Turn {
         let (sender, receiver) = oneshot::channel();
         let payload = serde_json::to_value(event).unwrap_or(Value::Null);
         // The inbox row is committed before the event that announces it.
-        self.may_have_pending_rows
-            .store(true, std::sync::atomic::Ordering::Relaxed);
         self.session
             .persist_pending(request_id, kind, tool_call_id, &self.turn_id, &payload);
         lock(&self.session.pending).insert(
@@ -1795,12 +1788,7 @@ impl Turn {
         };
         // Anything still pending belongs to this turn and can no longer be answered.
         lock(&self.session.pending).retain(|_, p| p.turn_id != self.turn_id);
-        if self
-            .may_have_pending_rows
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            self.session.withdraw_pending_rows(&self.turn_id);
-        }
+        self.session.withdraw_pending_rows(&self.turn_id);
         // The turn becomes inactive and announces its end under one lock, so a prompt admitted
         // right after cannot emit its `turnStarted` before this `turnEnded`.
         let mut state = lock(&self.session.state);
