@@ -7,6 +7,8 @@
 //! separate task (`engine::turn`) so that `stop`, `steer` and `approve` are read while it runs;
 //! it shares the session state through short, never-awaited critical sections.
 
+pub mod display;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,8 +18,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::history::{new_id, now_ms, Message, NoticeKind, Part, Role, Source};
-
-pub mod display;
 use crate::engine::{turn, EngineContext};
 use crate::permissions::PermissionRules;
 use crate::protocol::{Decision, ErrorKind, Event, Mode};
