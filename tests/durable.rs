@@ -541,6 +541,69 @@ fn rows_without_display(db: &rusqlite::Connection) -> i64 {
     .unwrap()
 }
 
+fn stored_display(db: &rusqlite::Connection, position: i64) -> Option<String> {
+    db.query_row(
+        "SELECT display FROM messages WHERE position = ?1",
+        [position],
+        |row| row.get(0),
+    )
+    .unwrap()
+}
+
+/// A message whose display entry can no longer change (no open call before it, no call or
+/// result of its own) is written with its entry in the same row, so a turn that only talks
+/// has no entry left to store when it ends. A message with a call waiting for its result gets
+/// its entry only once the call is answered, so no stored entry is ever stale.
+#[tokio::test]
+async fn a_final_display_entry_is_written_with_its_row_and_an_open_call_waits_for_its_result() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::text_reply("Hello there."));
+    mock.push(Script::tool_call_reply(
+        "w1",
+        "write_file",
+        json!({"path": "a.txt", "content": "alpha\n"}),
+    ));
+    mock.push(Script::text_reply("Written."));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    let db = database(t.data_dir());
+
+    t.prompt(&sid, "hi").await;
+    assert_eq!(t.wait_turn_ended(&sid).await["reason"], "completed");
+    let talk = t.load_session(&sid).await;
+    for position in 0..2 {
+        let stored = stored_display(&db, position).expect("an entry stored with the row");
+        let stored: Value = serde_json::from_str(&stored).unwrap();
+        assert_eq!(stored, talk["messages"][position as usize], "{talk:#}");
+    }
+
+    // Suspended at an approval: the prompt's entry is stored with it, the call's is not yet.
+    t.prompt(&sid, "write a.txt").await;
+    let approval = t.wait_approval(&sid).await;
+    let prompt: Value = serde_json::from_str(&stored_display(&db, 2).unwrap()).unwrap();
+    assert_eq!(prompt["text"], "write a.txt");
+    assert_eq!(stored_display(&db, 3), None, "the call has no result yet");
+
+    t.approve(
+        &sid,
+        approval["requestId"].as_str().unwrap(),
+        "once",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(t.wait_turn_ended(&sid).await["reason"], "completed");
+    // Once the turn ended, the call's entry carries its result, and every row has an entry.
+    let t = restart_cleanly(t, &db).await;
+    assert_eq!(rows_without_display(&db), 0);
+    let call: Value = serde_json::from_str(&stored_display(&db, 3).unwrap()).unwrap();
+    assert_eq!(call["toolCalls"][0]["status"], "completed", "{call:#}");
+    let loaded = t.load_session(&sid).await;
+    assert_eq!(loaded["messages"][3]["toolCalls"][0]["status"], "completed");
+    t.shutdown().await;
+}
+
 /// A resume sends the display entries stored as each turn ended instead of parsing the
 /// history, parses the history when a turn needs it, and falls back to parsing whatever has no
 /// usable entry (a database from before entries existed, a damaged entry). A damaged message

@@ -3,8 +3,10 @@
 //!
 //! A message's entry is final once every tool call in it has its result, which is true of
 //! everything before the end of a turn. [`settled_displays`] serializes the entries of such a
-//! stretch of history, one per message (`""` for a message that shows as no entry of its own),
-//! and the session stores them at each turn's end; `restore` hands them back to the load reply
+//! stretch of history, one per message (`""` for a message that shows as no entry of its own).
+//! The session writes an entry with its message's row when it is final already (no call open
+//! before it, none of its own), and the rest at the end of the turn; `restore` hands them back
+//! to the load reply
 //! as they are. Entries of the messages after the last settled one are computed from the parsed
 //! messages, so an entry is never stale: it is written once, when it can no longer change.
 

@@ -21,7 +21,9 @@ use crate::engine::history::{new_id, now_ms, Message, NoticeKind, Part, Role, So
 use crate::engine::{turn, EngineContext};
 use crate::permissions::PermissionRules;
 use crate::protocol::{Decision, ErrorKind, Event, Mode};
-use crate::store::{AfterCommit, Durability, PendingRecord, RuleRecord, SessionRecord, Store};
+use crate::store::{
+    AfterCommit, Durability, MessageRow, PendingRecord, RuleRecord, SessionRecord, Store,
+};
 use crate::tools::client_fs::ClientFs;
 use crate::workspace::Workspace;
 
@@ -285,7 +287,8 @@ pub struct SessionState {
     /// parsing them, and the actor parses them before the first op that needs the history.
     pub unparsed: Option<UnparsedHistory>,
     /// How many messages from the start of the history have their display entry stored
-    /// (see [`display`]); the rest get theirs when the turn that wrote them ends.
+    /// (see [`display`]); a message appended right after them whose entry is final already
+    /// is stored with it, the rest get theirs when the turn that wrote them ends.
     pub displays_stored: usize,
     pub model: String,
     pub mode: Mode,
@@ -379,14 +382,29 @@ impl SessionShared {
     /// Append a message to the canonical history. Every commit goes through here, before the
     /// event that announces it (invariant 8). Tool results gate what runs next, so they are
     /// committed with full durability.
+    ///
+    /// A message whose display entry is final already (see [`final_display`]) is stored with
+    /// it, so the turn's end has no entry left to write for it: a turn that only talks ends
+    /// with no display write at all.
     pub fn commit(&self, message: Message) {
         let mut state = lock(&self.state);
-        self.persist_message(&message);
+        self.append_locked(&mut state, message);
+    }
+
+    /// [`SessionShared::commit`] for a caller that holds the state lock already.
+    pub fn append_locked(&self, state: &mut SessionState, message: Message) {
+        let display = self
+            .store
+            .as_ref()
+            .and_then(|_| final_display(state, &message));
+        if display.is_some() {
+            state.displays_stored += 1;
+        }
+        self.persist_message_with_display(&message, display);
         state.history.push(message);
     }
 
-    /// Enqueue a message row; callers hold the state lock so history order is row order.
-    pub fn persist_message(&self, message: &Message) {
+    fn persist_message_with_display(&self, message: &Message, display: Option<String>) {
         if let Some(store) = &self.store {
             let durability = if message.role == Role::Tool {
                 Durability::Full
@@ -394,13 +412,16 @@ impl SessionShared {
                 Durability::Normal
             };
             match serde_json::to_string(message) {
-                Ok(json) => store.append_message(
+                Ok(json) => store.append_message_row(
                     &self.id,
-                    &message.id,
-                    message.meta.turn_id.as_deref(),
-                    role_name(message.role),
-                    json,
-                    durability,
+                    MessageRow {
+                        message_id: message.id.clone(),
+                        turn_id: message.meta.turn_id.clone(),
+                        role: role_name(message.role).to_owned(),
+                        json,
+                        display,
+                        durability,
+                    },
                 ),
                 Err(e) => tracing::error!("cannot serialize message {}: {e}", message.id),
             }
@@ -411,16 +432,18 @@ impl SessionShared {
         self.emitter.emit(turn_id, event);
     }
 
-    /// Store the display entries of the messages whose turn is over, so the next resume sends
-    /// them as they are. Called as a turn ends, under the state lock, after the turn's messages
-    /// were enqueued, so the rows exist when the writer updates them (which it does after the
-    /// commit of what was queued with them: nothing waits for these rows).
+    /// Store the display entries of the messages whose turn is over and whose entry was not
+    /// written with their row (see [`SessionShared::commit`]), so the next resume sends them
+    /// as they are; after a turn that made no tool call there is nothing left to write.
+    /// Called as a turn ends, under the state lock, after the turn's messages were enqueued,
+    /// so the rows exist when the writer updates them (which it does after the commit of what
+    /// was queued with them: nothing waits for these rows).
     pub fn store_displays(&self, state: &mut SessionState) {
         let Some(store) = &self.store else {
             return;
         };
         // The unparsed messages were stored settled, so `displays_stored` is at least as many.
-        let base = state.unparsed.as_ref().map_or(0, UnparsedHistory::len);
+        let base = unparsed_len(state);
         let Some(from) = state.displays_stored.checked_sub(base) else {
             return;
         };
@@ -1017,11 +1040,11 @@ pub async fn restore_with_client_fs(
     {
         let mut state = lock(&handle.shared.state);
         for fix in fixes {
-            handle.shared.persist_message(&fix);
-            if let Some(result) = &fix.tool_result {
-                handle.shared.after_side_effect(&result.tool_call_id);
+            let finished = fix.tool_result.as_ref().map(|r| r.tool_call_id.clone());
+            handle.shared.append_locked(&mut state, fix);
+            if let Some(tool_call_id) = finished {
+                handle.shared.after_side_effect(&tool_call_id);
             }
-            state.history.push(fix);
         }
     }
     let pending: Vec<serde_json::Value> = resume
@@ -1115,9 +1138,8 @@ async fn actor(
                     let first = !state.history.iter().any(|m| m.role == Role::User);
                     let title: Option<String> =
                         first.then(|| message.text().chars().take(80).collect());
-                    shared.persist_message(&message);
+                    shared.append_locked(&mut state, message);
                     shared.persist_session_fields(None, None, title.as_deref());
-                    state.history.push(message);
                 }
                 reply(Ok(turn_id.clone()));
                 running = Some(start_turn(&shared, turn_id));
@@ -1422,9 +1444,8 @@ fn switch_model(
         }
         state.model = model.clone();
         let notice = Message::notice(NoticeKind::ModelSwitch, text, turn_id.as_deref());
-        shared.persist_message(&notice);
+        shared.append_locked(&mut state, notice);
         shared.persist_session_fields(Some(&model), None, None);
-        state.history.push(notice);
         (from, warning, turn_id)
     };
     shared.emit(
@@ -1436,4 +1457,26 @@ fn switch_model(
         },
     );
     Ok((model, warning))
+}
+
+/// How many messages of a restored session's history are still unparsed JSON.
+fn unparsed_len(state: &SessionState) -> usize {
+    state.unparsed.as_ref().map_or(0, UnparsedHistory::len)
+}
+
+/// The display entry of `message`, about to be appended, when it is final already: every
+/// message before it has its entry stored (so none of them has a call waiting for a result)
+/// and it neither makes a tool call nor answers one. Only a tool result changes another
+/// message's entry, so such an entry is exactly what the turn's end would store for it.
+fn final_display(state: &SessionState, message: &Message) -> Option<String> {
+    let position = unparsed_len(state) + state.history.len();
+    if state.displays_stored != position
+        || !message.tool_calls.is_empty()
+        || message.tool_result.is_some()
+    {
+        return None;
+    }
+    display::settled_displays(position as u64, std::slice::from_ref(message))
+        .pop()
+        .map(|entry| entry.display)
 }

@@ -139,6 +139,23 @@ pub struct LoadedSession {
     pub usage: Vec<UsageTotals>,
 }
 
+/// A message row to append, for [`Store::append_message_row`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageRow {
+    pub message_id: String,
+    pub turn_id: Option<String>,
+    /// `"user"`, `"assistant"`, `"tool"` or `"notice"`.
+    pub role: String,
+    /// The serde form of the message.
+    pub json: String,
+    /// The message's display entry, written with the row: only for an entry that can no longer
+    /// change (every earlier message settled and stored, no tool call of its own, not a tool
+    /// result), so the turn's end has nothing left to write for it. `None` leaves the column
+    /// `NULL` until [`Store::set_displays`] fills it.
+    pub display: Option<String>,
+    pub durability: Durability,
+}
+
 /// One message's display entry, for [`Store::set_displays`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredDisplay {
@@ -187,6 +204,8 @@ enum Command {
         turn_id: Option<String>,
         role: String,
         json: String,
+        /// The message's display entry, when it is final already as the row is written.
+        display: Option<String>,
         durability: Durability,
     },
     SetDisplays {
@@ -426,12 +445,37 @@ impl Store {
         json: String,
         durability: Durability,
     ) {
+        self.append_message_row(
+            session_id,
+            MessageRow {
+                message_id: message_id.to_owned(),
+                turn_id: turn_id.map(str::to_owned),
+                role: role.to_owned(),
+                json,
+                display: None,
+                durability,
+            },
+        );
+    }
+
+    /// Append a message at the next position of the session's history, with its display entry
+    /// when the caller knows it is final (see [`MessageRow::display`]).
+    pub fn append_message_row(&self, session_id: &str, row: MessageRow) {
+        let MessageRow {
+            message_id,
+            turn_id,
+            role,
+            json,
+            display,
+            durability,
+        } = row;
         self.send(Command::AppendMessage {
             session_id: session_id.to_owned(),
-            message_id: message_id.to_owned(),
-            turn_id: turn_id.map(str::to_owned),
-            role: role.to_owned(),
+            message_id,
+            turn_id,
+            role,
             json,
+            display,
             durability,
         });
     }

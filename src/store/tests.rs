@@ -848,7 +848,14 @@ fn appending_a_message_compiles_its_statement_once() {
     for i in 0..20 {
         conn.prepare_cached(writer::APPEND_MESSAGE_SQL)
             .unwrap()
-            .execute(rusqlite::params!["s1", format!("m{i}"), "t1", "user", "{}"])
+            .execute(rusqlite::params![
+                "s1",
+                format!("m{i}"),
+                "t1",
+                "user",
+                "{}",
+                Option::<String>::None
+            ])
             .unwrap();
     }
     let statement = conn.prepare_cached(writer::APPEND_MESSAGE_SQL).unwrap();

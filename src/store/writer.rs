@@ -361,12 +361,16 @@ fn apply_write(conn: &Connection, command: Command) {
             turn_id,
             role,
             json,
+            display,
             ..
         } => logged(
             "append_message",
             &session_id,
-            conn.prepare_cached(APPEND_MESSAGE_SQL)
-                .and_then(|mut s| s.execute(params![session_id, message_id, turn_id, role, json])),
+            conn.prepare_cached(APPEND_MESSAGE_SQL).and_then(|mut s| {
+                s.execute(params![
+                    session_id, message_id, turn_id, role, json, display
+                ])
+            }),
         ),
         Command::SetDisplays {
             session_id,
@@ -513,8 +517,9 @@ fn apply_write(conn: &Connection, command: Command) {
     }
 }
 
-/// Appends a message row. The position is computed in the same statement from the
-/// (session, position) index, so it is always the next one even across restarts.
+/// Appends a message row, with its display entry when it is final already (else `NULL`). The
+/// position is computed in the same statement from the (session, position) index, so it is
+/// always the next one even across restarts.
 ///
 /// `COLLATE BINARY` (which TEXT columns compare with anyway) is there for speed: without it,
 /// SQLite marks `?1` in this MAX subquery as a parameter whose value may change the plan, and
@@ -523,9 +528,9 @@ fn apply_write(conn: &Connection, command: Command) {
 /// plan is the same index search either way; `store::tests` checks that the statement is
 /// compiled once.
 pub(crate) const APPEND_MESSAGE_SQL: &str =
-    "INSERT INTO messages (session_id, position, message_id, turn_id, role, json)
+    "INSERT INTO messages (session_id, position, message_id, turn_id, role, json, display)
      VALUES (?1, (SELECT COALESCE(MAX(position), -1) + 1 FROM messages
-                  WHERE session_id = ?1 COLLATE BINARY), ?2, ?3, ?4, ?5)";
+                  WHERE session_id = ?1 COLLATE BINARY), ?2, ?3, ?4, ?5, ?6)";
 
 fn set_last_seq(conn: &Connection, session_id: &str, seq: u64) {
     logged(
