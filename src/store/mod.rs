@@ -200,13 +200,7 @@ enum Command {
     },
     AppendMessage {
         session_id: String,
-        message_id: String,
-        turn_id: Option<String>,
-        role: String,
-        json: String,
-        /// The message's display entry, when it is final already as the row is written.
-        display: Option<String>,
-        durability: Durability,
+        row: MessageRow,
     },
     SetDisplays {
         session_id: String,
@@ -461,22 +455,9 @@ impl Store {
     /// Append a message at the next position of the session's history, with its display entry
     /// when the caller knows it is final (see [`MessageRow::display`]).
     pub fn append_message_row(&self, session_id: &str, row: MessageRow) {
-        let MessageRow {
-            message_id,
-            turn_id,
-            role,
-            json,
-            display,
-            durability,
-        } = row;
         self.send(Command::AppendMessage {
             session_id: session_id.to_owned(),
-            message_id,
-            turn_id,
-            role,
-            json,
-            display,
-            durability,
+            row,
         });
     }
 

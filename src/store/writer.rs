@@ -54,9 +54,8 @@ struct Writer {
 impl Command {
     fn durability(&self) -> Durability {
         match self {
-            Command::AppendMessage { durability, .. } | Command::Barrier { durability, .. } => {
-                *durability
-            }
+            Command::AppendMessage { row, .. } => row.durability,
+            Command::Barrier { durability, .. } => *durability,
             Command::ResolvePending { .. } | Command::ToolStarted { .. } => Durability::Full,
             _ => Durability::Normal,
         }
@@ -355,20 +354,17 @@ fn apply_write(conn: &Connection, command: Command) {
             conn.prepare_cached("UPDATE sessions SET allow_network = ?2 WHERE id = ?1")
                 .and_then(|mut s| s.execute(params![id, allow])),
         ),
-        Command::AppendMessage {
-            session_id,
-            message_id,
-            turn_id,
-            role,
-            json,
-            display,
-            ..
-        } => logged(
+        Command::AppendMessage { session_id, row } => logged(
             "append_message",
             &session_id,
             conn.prepare_cached(APPEND_MESSAGE_SQL).and_then(|mut s| {
                 s.execute(params![
-                    session_id, message_id, turn_id, role, json, display
+                    session_id,
+                    row.message_id,
+                    row.turn_id,
+                    row.role,
+                    row.json,
+                    row.display
                 ])
             }),
         ),
