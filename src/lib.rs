@@ -1,9 +1,9 @@
 //! tandem: a coding agent that lives beside the editor.
 //!
 //! The crate is cut into modules that could each become a crate: `protocol` (wire vocabulary),
-//! `server`, `acp` and `cli` (faces), `session` (the actor), `engine` (the turn loop), `providers`,
-//! `tools`, `workspace`, `permissions` and `config`. ARCHITECTURE.md maps them and their
-//! invariants.
+//! `server`, `acp` and `cli` (faces), `session` (the actor), `engine` (the turn loop), `store`
+//! (the SQLite session store), `providers`, `tools`, `workspace`, `permissions` and `config`.
+//! ARCHITECTURE.md maps them and their invariants, and the two import circles that remain.
 
 pub mod acp;
 pub mod cli;

@@ -745,3 +745,130 @@ async fn the_first_turn_after_a_resume_sends_the_whole_history_to_the_model() {
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{sent}");
     t.shutdown().await;
 }
+
+/// Fail closed when the store cannot write. Another program holds the database's write lock
+/// (as a backup tool or a second process would) from the moment the model's shell call is on
+/// its way: the call's "started" row cannot be made durable, so the command does not run and
+/// its result says why; the turn ends with an error; while the lock is held every new op of
+/// the session answers `storeUnavailable`. Once the lock is gone the next prompt saves what
+/// was lost first, so after a clean restart the history has the whole failed turn.
+#[tokio::test]
+async fn a_side_effect_whose_start_cannot_be_stored_does_not_run() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    t.request_ok("setMode", json!({"sessionId": sid, "mode": "fullAuto"}))
+        .await;
+    mock.push(Script::text_reply("ready"));
+    t.prompt(&sid, "first").await;
+    assert_eq!(t.wait_turn_ended(&sid).await["reason"], "completed");
+
+    let gate = Gate::new();
+    mock.push(
+        Script::new()
+            .role()
+            .wait_for(&gate)
+            .tool_call("c1", "shell", r#"{"command":"touch ran"}"#)
+            .finish("tool_calls")
+            .done(),
+    );
+    t.prompt(&sid, "run it").await;
+    gate.wait_reached().await;
+    let locker = database(t.data_dir());
+    locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    gate.open();
+
+    let result = t
+        .wait_event(&sid, |e| {
+            e["type"] == "toolCallUpdate" && e["toolCallId"] == "c1" && e["result"].is_string()
+        })
+        .await;
+    assert_eq!(result["status"], "failed", "{result}");
+    let text = result["result"].as_str().unwrap();
+    assert!(
+        text.contains("not run")
+            && text.contains("session store cannot write")
+            && text.contains("database is locked"),
+        "the result names the cause and the next step: {text}"
+    );
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "error", "{ended}");
+    assert!(ended["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("session store cannot write"));
+    assert!(
+        !ws.path().join("ran").exists(),
+        "the command must not have run"
+    );
+    assert_eq!(
+        mock.requests().len(),
+        2,
+        "the model is not asked again after the failure"
+    );
+
+    let refused = t
+        .request_err("prompt", json!({"sessionId": sid, "content": "again"}))
+        .await;
+    assert_eq!(
+        (refused.code, refused.kind.as_str()),
+        (-32000, "storeUnavailable"),
+        "{refused}"
+    );
+    assert!(refused.message.contains("database is locked"), "{refused}");
+    let refused = t
+        .request_err("setMode", json!({"sessionId": sid, "mode": "ask"}))
+        .await;
+    assert_eq!(refused.kind, "storeUnavailable", "{refused}");
+
+    locker.execute_batch("COMMIT").unwrap();
+    mock.push(Script::text_reply("back"));
+    t.prompt(&sid, "after").await;
+    assert_eq!(t.wait_turn_ended(&sid).await["reason"], "completed");
+
+    let t = restart_cleanly(t, &locker).await;
+    let loaded = t.load_session(&sid).await;
+    let messages = loaded["messages"].as_array().unwrap();
+    let texts: Vec<String> = messages
+        .iter()
+        .map(|m| {
+            format!(
+                "{}:{}",
+                m["role"].as_str().unwrap_or(""),
+                m["text"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    let order = [
+        "user:first",
+        "assistant:ready",
+        "user:run it",
+        "user:after",
+        "assistant:back",
+    ];
+    let mut at = 0;
+    for text in &texts {
+        if at < order.len() && *text == order[at] {
+            at += 1;
+        }
+    }
+    assert_eq!(
+        at,
+        order.len(),
+        "the whole history survives, in order: {texts:?}"
+    );
+    let call = messages
+        .iter()
+        .find_map(|m| m["toolCalls"].as_array().and_then(|c| c.first()))
+        .expect("the failed call is stored");
+    assert_eq!(call["status"], "failed", "{call}");
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("notice:") && t.contains("session store cannot write")),
+        "the error notice is stored: {texts:?}"
+    );
+    assert!(!ws.path().join("ran").exists());
+    t.shutdown().await;
+}

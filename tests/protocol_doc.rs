@@ -1107,6 +1107,7 @@ fn all_error_kinds() -> Vec<ErrorKind> {
         InvalidCwd,
         RetryUnavailable,
         Unsupported,
+        StoreUnavailable,
     ];
     for kind in &all {
         match kind {
@@ -1126,7 +1127,8 @@ fn all_error_kinds() -> Vec<ErrorKind> {
             | InvalidMode
             | InvalidCwd
             | RetryUnavailable
-            | Unsupported => {}
+            | Unsupported
+            | StoreUnavailable => {}
         }
     }
     all
@@ -1646,4 +1648,81 @@ fn the_checks_catch_drift() {
     assert!(examples
         .iter()
         .all(|e| e.kind != Kind::Request("stop".into())));
+}
+
+/// Every `approvalRequested` the document shows (as an event or in `session/load`'s `pending`) carries
+/// the digest a client computes by the documented rule, so a client written from protocol.md agrees
+/// with the server. The examples' `arguments` are written with keys in the model's order, not sorted.
+#[test]
+fn approval_examples_carry_the_documented_arguments_digest() {
+    fn collect<'a>(value: &'a Value, out: &mut Vec<&'a Value>) {
+        match value {
+            Value::Object(map) => {
+                if map.get("type").and_then(Value::as_str) == Some("approvalRequested") {
+                    out.push(value);
+                }
+                map.values().for_each(|v| collect(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
+            _ => {}
+        }
+    }
+    let doc = Doc::load();
+    let mut failures = Vec::new();
+    let examples = doc.examples(&mut failures);
+    let mut checked = 0;
+    for example in &examples {
+        let mut approvals = Vec::new();
+        collect(&example.value, &mut approvals);
+        for approval in approvals {
+            let name = approval["name"].as_str().unwrap_or_default();
+            let shown = approval["argumentsDigest"].as_str().unwrap_or_default();
+            let expected = documented_digest(name, &approval["arguments"]);
+            checked += 1;
+            if shown != expected {
+                failures.push(format!(
+                    "protocol.md:{}: argumentsDigest {shown:?} for {name} is not the documented digest {expected:?}",
+                    example.line
+                ));
+            }
+            if expected != arguments_digest(name, &approval["arguments"]) {
+                failures.push(format!(
+                    "protocol.md:{}: the server's digest differs from the documented rule",
+                    example.line
+                ));
+            }
+        }
+    }
+    assert!(
+        checked >= 3,
+        "expected the document to show approvals, found {checked}"
+    );
+    check(failures);
+}
+
+/// The digest exactly as protocol.md's `approvalRequested` section describes it, written independently of
+/// the server's code: FNV-1a 64 over the name, a NUL and the JSON with every object's keys sorted.
+fn documented_digest(name: &str, arguments: &Value) -> String {
+    fn text(value: &Value) -> String {
+        match value {
+            Value::Object(map) => {
+                let ordered: BTreeMap<&String, &Value> = map.iter().collect();
+                let fields: Vec<String> = ordered
+                    .into_iter()
+                    .map(|(k, v)| format!("{}:{}", serde_json::to_string(k).unwrap(), text(v)))
+                    .collect();
+                format!("{{{}}}", fields.join(","))
+            }
+            Value::Array(items) => {
+                let inner: Vec<String> = items.iter().map(text).collect();
+                format!("[{}]", inner.join(","))
+            }
+            other => other.to_string(),
+        }
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in name.bytes().chain([0]).chain(text(arguments).bytes()) {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
 }

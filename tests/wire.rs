@@ -185,8 +185,13 @@ async fn lifecycle_errors_name_the_fix() {
         )
         .await;
     assert_eq!(err.kind, "staleApproval");
+    // A session nobody prompted is not listed, but it is there to load.
     let list = t.request_ok("session/list", json!({})).await;
-    assert_eq!(list["sessions"][0]["sessionId"], sid.as_str());
+    assert_eq!(list["sessions"], json!([]));
+    let loaded = t
+        .request_ok("session/load", json!({"sessionId": sid}))
+        .await;
+    assert_eq!(loaded["sessionId"], sid.as_str());
     t.shutdown().await;
 }
 
@@ -417,7 +422,8 @@ fn one_socket_as_both_stdin_and_stdout_keeps_working() {
     let listed = call(3, "session/list", json!({}));
     assert_eq!(
         listed["result"]["sessions"].as_array().map(Vec::len),
-        Some(1),
+        // A session nobody prompted yet is not listed.
+        Some(0),
         "{listed}"
     );
     let _ = call(4, "shutdown", Value::Null);

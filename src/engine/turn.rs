@@ -66,6 +66,9 @@ enum Outcome {
     Interrupted,
     Error(ProviderError),
     MaxIterations,
+    /// The session store cannot save what the turn does (the cause); the turn must not go on
+    /// doing things a restart would forget.
+    StoreFailed(String),
 }
 
 struct PartialCall {
@@ -220,6 +223,10 @@ impl Turn {
         loop {
             if self.cancel.is_cancelled() {
                 return Outcome::Interrupted;
+            }
+            // Fail closed: after a lost commit, nothing more is asked of the model.
+            if let Some(cause) = self.session.store_unavailable() {
+                return Outcome::StoreFailed(cause);
             }
             iteration += 1;
             if iteration > max_iterations {
@@ -930,6 +937,20 @@ impl Turn {
         self.emit(Event::Notice { kind, text });
     }
 
+    /// A side effect whose start could not be made durable does not run (invariant 8, fail
+    /// closed): the model gets a tool error that says why, and the turn ends at its next step.
+    fn refuse_unrecorded(&self, call: &ToolCallRecord, cause: &str) {
+        self.commit_result(
+            call,
+            ResultStatus::Failed,
+            format!(
+                "not run: the session store cannot write ({cause}), so this {} could not be recorded as started; nothing was changed. Free disk space or end the program that holds the database lock, then prompt again",
+                call.name
+            ),
+            None,
+        );
+    }
+
     fn commit_result(
         &self,
         call: &ToolCallRecord,
@@ -1444,7 +1465,10 @@ impl Turn {
                 };
                 // A write is not interrupted halfway: it is short and atomic, and a stop that
                 // arrives during it takes effect right after it is recorded.
-                self.session.before_side_effect(&call.id, &call.name).await;
+                if let Err(cause) = self.session.before_side_effect(&call.id, &call.name).await {
+                    self.refuse_unrecorded(call, &cause);
+                    return true;
+                }
                 let outcome = match self.session.client_fs.clone() {
                     Some(client) => {
                         client_fs::apply(workspace, client, &plan, edited.as_deref()).await
@@ -1501,7 +1525,10 @@ impl Turn {
                     ),
                     sandbox,
                 };
-                self.session.before_side_effect(&call.id, &call.name).await;
+                if let Err(cause) = self.session.before_side_effect(&call.id, &call.name).await {
+                    self.refuse_unrecorded(call, &cause);
+                    return true;
+                }
                 let session = self.session.clone();
                 let turn_id = self.turn_id.clone();
                 let tool_call_id = call.id.clone();
@@ -1644,10 +1671,9 @@ impl Turn {
     /// Count identical consecutive calls across batches and warn the model at the threshold.
     fn check_repeats(&mut self, calls: &[ToolCallRecord]) {
         for call in calls {
-            // Keys are sorted (serde_json may preserve insertion order when a dependency enables
-            // `preserve_order`), so this is a canonical form of the arguments.
+            // The same canonical form as the approval digest: key order does not make two calls differ.
             let canonical = serde_json::from_str::<Value>(arguments_or_empty(&call.arguments))
-                .map(|v| canonical_json(&v))
+                .map(|v| crate::protocol::canonical_json(&v))
                 .unwrap_or_else(|_| call.arguments.clone());
             let signature = format!("{}\u{0}{canonical}", call.name);
             if self.repeat_signature.as_deref() == Some(signature.as_str()) {
@@ -1771,6 +1797,19 @@ impl Turn {
                     }),
                 )
             }
+            Outcome::StoreFailed(cause) => {
+                let text = format!(
+                    "the session store cannot write ({cause}), so the turn stopped: what it did from here could not be saved. Free disk space or end the program that holds the database lock; the next request saves what was lost and goes on"
+                );
+                self.notice(NoticeKind::Error, text.clone());
+                (
+                    TurnEndReason::Error,
+                    Some(TurnError {
+                        message: text,
+                        retriable: false,
+                    }),
+                )
+            }
             Outcome::MaxIterations => {
                 let text = format!(
                     "stopped after {} model requests in one turn (max_iterations); prompt again to continue",
@@ -1806,26 +1845,6 @@ impl Turn {
 fn abort_all(early: &mut HashMap<usize, JoinHandle<ToolOutcome>>) {
     for (_, handle) in early.drain() {
         handle.abort();
-    }
-}
-
-/// JSON text with object keys sorted at every level.
-fn canonical_json(value: &Value) -> String {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            let fields: Vec<String> = keys
-                .into_iter()
-                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical_json(&map[k])))
-                .collect();
-            format!("{{{}}}", fields.join(","))
-        }
-        Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(canonical_json).collect();
-            format!("[{}]", items.join(","))
-        }
-        other => other.to_string(),
     }
 }
 

@@ -1,7 +1,9 @@
 //! Wire types of the native protocol (v1): method params and results, session events, error kinds.
 //!
 //! This is the only module whose types derive `Serialize`/`Deserialize` for the wire. The engine
-//! works with plain Rust types and the faces convert at the edge, so a change here is a change of
+//! uses its leaf enums (`Mode`, `Decision`, `ToolKind`) and `Event` as its output vocabulary, as
+//! codex-rs's core uses its protocol crate, and the faces serialize or translate them; the
+//! engine's own state (history, tools, rules) is plain Rust. So a change here is a change of
 //! the contract: `protocol.md` documents every type below and `tests/protocol_doc.rs` parses its
 //! examples back into these types, so the two cannot drift apart silently.
 
@@ -83,6 +85,9 @@ pub enum ErrorKind {
     InvalidCwd,
     RetryUnavailable,
     Unsupported,
+    /// The session store could not save this session's last changes; the session answers
+    /// this until the store writes again.
+    StoreUnavailable,
 }
 
 impl ErrorKind {
@@ -103,6 +108,9 @@ impl ErrorKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorData {
     pub kind: ErrorKind,
+    /// With `invalidParams`: the path of the offending param (`cwd`, `content[0].mimeType`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
 }
 
 /// A JSON-RPC error object.
@@ -118,7 +126,7 @@ impl RpcErrorObject {
         RpcErrorObject {
             code: kind.code(),
             message: message.into(),
-            data: ErrorData { kind },
+            data: ErrorData { kind, field: None },
         }
     }
 }
@@ -428,11 +436,43 @@ pub struct PromptParams {
 }
 
 /// A prompt is a plain string or a list of parts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum PromptContent {
     Text(String),
     Parts(Vec<ContentPart>),
+}
+
+/// By hand rather than `untagged`: an untagged enum reports every mistake as "did not match any
+/// variant", while this visitor says what was expected and lets the error's path reach into the
+/// list (`content[2]`), so a client learns which part is wrong.
+impl<'de> Deserialize<'de> for PromptContent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ContentVisitor;
+        impl<'de> serde::de::Visitor<'de> for ContentVisitor {
+            type Value = PromptContent;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or an array of content parts")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<PromptContent, E> {
+                Ok(PromptContent::Text(text.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<PromptContent, E> {
+                Ok(PromptContent::Text(text))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<PromptContent, A::Error> {
+                let mut parts = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(part) = seq.next_element::<ContentPart>()? {
+                    parts.push(part);
+                }
+                Ok(PromptContent::Parts(parts))
+            }
+        }
+        deserializer.deserialize_any(ContentVisitor)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -509,15 +549,58 @@ pub struct ApproveParams {
 }
 
 /// The digest of one tool call as `approvalRequested.argumentsDigest` shows it: FNV-1a (64 bit)
-/// over the tool name, a NUL, and the arguments' canonical JSON (keys sorted), in hex.
+/// over the tool name, a NUL, and the arguments' canonical JSON ([`canonical_json`]), in hex.
+///
+/// The canonical form matters: serde_json keeps the model's key order here (a dependency turns on
+/// `preserve_order`), and a client that computes the documented digest from the keys it received
+/// must get the same value whatever order the model wrote them in.
 pub fn arguments_digest(name: &str, arguments: &Value) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let canonical = arguments.to_string();
+    let canonical = canonical_json(arguments);
     for byte in name.bytes().chain([0u8]).chain(canonical.bytes()) {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     format!("{hash:016x}")
+}
+
+/// JSON text with the keys of every object sorted (by their UTF-8 bytes) and no whitespace;
+/// strings, numbers and literals are written as serde_json writes them. Two values that differ
+/// only in key order give the same text, so this is what digests and repeat detection compare.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical_json(value, &mut out);
+    out
+}
+
+fn write_canonical_json(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (index, (key, item)) in entries.into_iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical_json(item, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                write_canonical_json(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -815,3 +898,36 @@ pub const EVENT_TYPES: &[&str] = &[
     "usage",
     "turnEnded",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_arguments_digest_does_not_depend_on_key_order() {
+        // serde_json keeps insertion order in this build (`preserve_order`), so these two values
+        // serialize differently with `to_string`; the digest must not see that difference.
+        let model_order: Value = serde_json::from_str(
+            r#"{"path":"a.md","content":"x","opts":{"z":1,"a":[{"y":2,"b":3}]}}"#,
+        )
+        .unwrap();
+        let sorted_order: Value = serde_json::from_str(
+            r#"{"content":"x","opts":{"a":[{"b":3,"y":2}],"z":1},"path":"a.md"}"#,
+        )
+        .unwrap();
+        assert_ne!(model_order.to_string(), sorted_order.to_string());
+        assert_eq!(
+            canonical_json(&model_order),
+            r#"{"content":"x","opts":{"a":[{"b":3,"y":2}],"z":1},"path":"a.md"}"#
+        );
+        assert_eq!(
+            arguments_digest("write_file", &model_order),
+            arguments_digest("write_file", &sorted_order)
+        );
+        // The name is part of what is hashed.
+        assert_ne!(
+            arguments_digest("write_file", &model_order),
+            arguments_digest("edit_file", &model_order)
+        );
+    }
+}

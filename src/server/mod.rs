@@ -1,8 +1,10 @@
 //! The native face: `tandem serve`, JSON-RPC 2.0 over stdio.
 //!
 //! One reader task decodes frames in arrival order and turns each into a session op or a
-//! server-level answer; one writer thread owns stdout, so protocol messages are the only thing
-//! there (logs go to stderr). This module holds no agent logic: it translates.
+//! server-level answer. Only `stdout.rs` writes to stdout, in one order: a sender writes a small
+//! message itself when nothing is queued, anything else goes through its writer thread (see
+//! that module), so protocol messages are the only thing there (logs go to stderr). This module
+//! holds no agent logic: it translates.
 
 pub mod framing;
 pub mod rpc;
@@ -109,26 +111,64 @@ struct SessionEntry {
     created_at: u64,
 }
 
-fn params<T: DeserializeOwned>(value: Value) -> Result<T, RpcErrorObject> {
-    serde_json::from_value(value).map_err(|e| {
-        RpcErrorObject::new(
+/// Decode a method's params. A field of the wrong JSON type, a missing required field or a value
+/// outside a closed set is `-32602 invalidParams`, with the field's path in the message and in
+/// `data.field`, so a client sees exactly what to fix. This runs before any semantic check (does
+/// the session exist, is the model known), so a malformed request never reaches the engine.
+fn params<T: DeserializeOwned>(method: &str, value: Value) -> Result<T, RpcErrorObject> {
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner().to_string();
+        // serde names a missing field in its message and points the path at the object that
+        // lacks it; the field itself is the useful path.
+        let field = match inner
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.strip_suffix('`'))
+        {
+            Some(missing) if path == "." => missing.to_owned(),
+            Some(missing) => format!("{path}.{missing}"),
+            None => path,
+        };
+        // A missing top-level field is named by serde's own words already.
+        let what = if field == "." || !field.contains(['.', '[']) && inner.starts_with("missing") {
+            format!("invalid params for `{method}`: {inner}")
+        } else {
+            format!("invalid params for `{method}`: `{field}`: {inner}")
+        };
+        let mut error = RpcErrorObject::new(
             ErrorKind::InvalidParams,
-            format!("invalid params: {e}; see protocol.md for this method's params"),
-        )
+            format!("{what}; see the `{method}` section of protocol.md for its params"),
+        );
+        if field != "." {
+            error.data.field = Some(field);
+        }
+        error
     })
 }
 
-/// A `mode` field that is present must name a mode; say which ones exist.
-fn check_mode(raw: &Value) -> Result<(), RpcErrorObject> {
-    match raw.get("mode") {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::String(m)) if session::parse_mode(m).is_some() => Ok(()),
-        Some(other) => Err(RpcErrorObject::new(
+/// Decode the params of a method with a `mode` field. The types are checked first (a `mode` that
+/// is not a string is `invalidParams` like any other field); a string that names no mode is then
+/// `invalidMode`, listing the modes, because that is a question of which modes exist, not of shape.
+fn params_with_mode<T: DeserializeOwned>(
+    method: &str,
+    mut raw: Value,
+) -> Result<T, RpcErrorObject> {
+    let unknown_mode = match raw.get_mut("mode") {
+        Some(slot @ Value::String(_)) if slot.as_str().and_then(session::parse_mode).is_none() => {
+            // Stand in a valid mode so the type check covers every other field first.
+            Some(std::mem::replace(slot, Value::String("ask".to_owned())))
+        }
+        _ => None,
+    };
+    let decoded = params(method, raw)?;
+    match unknown_mode {
+        Some(mode) => Err(RpcErrorObject::new(
             ErrorKind::InvalidMode,
             format!(
-                "unknown mode {other}; use one of \"ask\", \"autoEdit\", \"plan\", \"fullAuto\""
+                "unknown mode {mode}; use one of \"ask\", \"autoEdit\", \"plan\", \"fullAuto\""
             ),
         )),
+        None => Ok(decoded),
     }
 }
 
@@ -346,7 +386,7 @@ impl Server {
     ) -> Result<(), RpcErrorObject> {
         match method {
             method::INITIALIZE => {
-                let p: wire::InitializeParams = params(raw)?;
+                let p: wire::InitializeParams = params(method, raw)?;
                 if p.protocol_version != wire::PROTOCOL_VERSION {
                     return Err(RpcErrorObject::new(
                         ErrorKind::UnsupportedProtocolVersion,
@@ -398,8 +438,7 @@ impl Server {
                 Ok(())
             }
             method::SESSION_NEW => {
-                check_mode(&raw)?;
-                let p: wire::SessionNewParams = params(raw)?;
+                let p: wire::SessionNewParams = params_with_mode(method, raw)?;
                 let model = p
                     .model
                     .unwrap_or_else(|| self.engine.config.default_model.clone());
@@ -453,7 +492,7 @@ impl Server {
                 Ok(())
             }
             method::SESSION_LIST => {
-                let mut p: wire::SessionListParams = params(raw)?;
+                let mut p: wire::SessionListParams = params(method, raw)?;
                 // Sessions store the canonical workspace path; match the filter the same way.
                 if let Some(cwd) = p.cwd.take() {
                     let probe = cwd.clone();
@@ -485,7 +524,7 @@ impl Server {
                 Ok(())
             }
             method::SESSION_LOAD => {
-                let p: wire::SessionIdParams = params(raw)?;
+                let p: wire::SessionIdParams = params(method, raw)?;
                 if let Some(entry) = self.sessions.get(&p.session_id) {
                     let pending: Vec<Value> = session::lock(&entry.handle.shared.pending)
                         .values()
@@ -541,13 +580,13 @@ impl Server {
                 Ok(())
             }
             method::RETRY => {
-                let p: wire::SessionIdParams = params(raw)?;
+                let p: wire::SessionIdParams = params(method, raw)?;
                 let reply = self.reply(id.clone(), |turn_id| wire::PromptResult { turn_id });
                 self.session(&p.session_id)?.send(Op::Retry { reply });
                 Ok(())
             }
             method::PROMPT => {
-                let p: wire::PromptParams = params(raw)?;
+                let p: wire::PromptParams = params(method, raw)?;
                 let parts = prompt_parts(p.content)?;
                 let reply = self.reply(id.clone(), |turn_id| wire::PromptResult { turn_id });
                 self.session(&p.session_id)?
@@ -555,13 +594,13 @@ impl Server {
                 Ok(())
             }
             method::STOP => {
-                let p: wire::SessionIdParams = params(raw)?;
+                let p: wire::SessionIdParams = params(method, raw)?;
                 let reply = self.reply(id.clone(), |stopped| wire::StopResult { stopped });
                 self.session(&p.session_id)?.send(Op::Stop { reply });
                 Ok(())
             }
             method::STEER => {
-                let p: wire::SteerParams = params(raw)?;
+                let p: wire::SteerParams = params(method, raw)?;
                 if p.text.trim().is_empty() {
                     return Err(RpcErrorObject::new(
                         ErrorKind::InvalidParams,
@@ -576,7 +615,7 @@ impl Server {
                 Ok(())
             }
             method::APPROVE => {
-                let p: wire::ApproveParams = params(raw)?;
+                let p: wire::ApproveParams = params(method, raw)?;
                 if let Some(digest) = &p.arguments_digest {
                     // Bind the approval to the arguments the user saw.
                     let handle = self.session(&p.session_id)?;
@@ -604,7 +643,7 @@ impl Server {
                 Ok(())
             }
             method::ANSWER => {
-                let p: wire::AnswerParams = params(raw)?;
+                let p: wire::AnswerParams = params(method, raw)?;
                 let reply = self.reply(id.clone(), |()| wire::EmptyResult {});
                 self.session(&p.session_id)?.send(Op::Answer {
                     request_id: p.request_id,
@@ -614,7 +653,7 @@ impl Server {
                 Ok(())
             }
             method::SWITCH_MODEL => {
-                let p: wire::SwitchModelParams = params(raw)?;
+                let p: wire::SwitchModelParams = params(method, raw)?;
                 let reply = self.reply(id.clone(), |(model, warning)| wire::SwitchModelResult {
                     model,
                     warning,
@@ -626,8 +665,7 @@ impl Server {
                 Ok(())
             }
             method::SET_MODE => {
-                check_mode(&raw)?;
-                let p: wire::SetModeParams = params(raw)?;
+                let p: wire::SetModeParams = params_with_mode(method, raw)?;
                 let reply = self.reply(id.clone(), |()| wire::EmptyResult {});
                 self.session(&p.session_id)?.send(Op::SetMode {
                     mode: p.mode,
@@ -636,7 +674,7 @@ impl Server {
                 Ok(())
             }
             method::SET_NETWORK_ACCESS => {
-                let p: wire::SetNetworkAccessParams = params(raw)?;
+                let p: wire::SetNetworkAccessParams = params(method, raw)?;
                 let reply = self.reply(id.clone(), |allow| wire::SetNetworkAccessResult { allow });
                 self.session(&p.session_id)?.send(Op::SetNetworkAccess {
                     allow: p.allow,
@@ -659,8 +697,12 @@ impl Server {
             .sessions
             .iter()
             .filter(|(_, e)| filter.is_none_or(|c| c == e.cwd))
-            .map(|(sid, e)| {
+            .filter_map(|(sid, e)| {
                 let state = session::lock(&e.handle.shared.state);
+                // As with the store: a session nobody has prompted yet is not listed.
+                if state.history.is_empty() && state.unparsed.is_none() {
+                    return None;
+                }
                 // A restored session whose start is unparsed answers with what the store kept.
                 let title = match &state.unparsed {
                     Some(unparsed) => unparsed.title.clone(),
@@ -676,13 +718,13 @@ impl Server {
                     .map(|m| m.meta.ts)
                     .or(state.unparsed.as_ref().map(|u| u.updated_at))
                     .unwrap_or(e.created_at);
-                wire::SessionSummary {
+                Some(wire::SessionSummary {
                     session_id: sid.clone(),
                     cwd: e.cwd.clone(),
                     title,
                     model: state.model.clone(),
                     updated_at,
-                }
+                })
             })
             .collect();
         sessions.sort_by_key(|s| std::cmp::Reverse(s.updated_at));

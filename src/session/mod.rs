@@ -164,6 +164,12 @@ impl Emitter {
         }
     }
 
+    /// The highest `seq` a restarted server must skip: the last one handed out or reserved.
+    pub fn durable_seq(&self) -> u64 {
+        let counters = lock(&self.counters);
+        counters.durable.max(counters.seq)
+    }
+
     /// Run `f` after every event emitted before it has reached the sink, and before any event
     /// emitted after it: how replies to ops are ordered with the session's events.
     fn after_queued(&self, f: Box<dyn FnOnce() + Send>) {
@@ -179,6 +185,30 @@ impl Emitter {
             f();
             queued.fetch_sub(1, Ordering::AcqRel);
         }));
+    }
+}
+
+/// A message as the store keeps it. Tool results gate what runs next, so they are committed
+/// with full durability. `None` (logged) for a message that cannot be serialized.
+fn message_row(message: &Message, display: Option<String>) -> Option<MessageRow> {
+    let durability = if message.role == Role::Tool {
+        Durability::Full
+    } else {
+        Durability::Normal
+    };
+    match serde_json::to_string(message) {
+        Ok(json) => Some(MessageRow {
+            message_id: message.id.clone(),
+            turn_id: message.meta.turn_id.clone(),
+            role: role_name(message.role).to_owned(),
+            json,
+            display,
+            durability,
+        }),
+        Err(e) => {
+            tracing::error!("cannot serialize message {}: {e}", message.id);
+            None
+        }
     }
 }
 
@@ -208,6 +238,10 @@ pub enum SessionError {
     /// to a model.
     #[error("{0}")]
     HistoryDamaged(String),
+    /// The store could not save this session's last changes and still cannot (see
+    /// [`SessionShared::ensure_stored`]).
+    #[error("the session store cannot write ({0}), so this session takes no new work: nothing more could be saved; free disk space or end the program that holds the database lock, then send the request again")]
+    StoreUnavailable(String),
 }
 
 impl SessionError {
@@ -220,6 +254,7 @@ impl SessionError {
             SessionError::RetryUnavailable(_) => ErrorKind::RetryUnavailable,
             SessionError::Closed => ErrorKind::UnknownSession,
             SessionError::HistoryDamaged(_) => ErrorKind::Internal,
+            SessionError::StoreUnavailable(_) => ErrorKind::StoreUnavailable,
         }
     }
 }
@@ -405,26 +440,8 @@ impl SessionShared {
     }
 
     fn persist_message_with_display(&self, message: &Message, display: Option<String>) {
-        if let Some(store) = &self.store {
-            let durability = if message.role == Role::Tool {
-                Durability::Full
-            } else {
-                Durability::Normal
-            };
-            match serde_json::to_string(message) {
-                Ok(json) => store.append_message_row(
-                    &self.id,
-                    MessageRow {
-                        message_id: message.id.clone(),
-                        turn_id: message.meta.turn_id.clone(),
-                        role: role_name(message.role).to_owned(),
-                        json,
-                        display,
-                        durability,
-                    },
-                ),
-                Err(e) => tracing::error!("cannot serialize message {}: {e}", message.id),
-            }
+        if let (Some(store), Some(row)) = (&self.store, message_row(message, display)) {
+            store.append_message_row(&self.id, row);
         }
     }
 
@@ -500,12 +517,83 @@ impl SessionShared {
 
     /// Record that a side effect (a write or a command) is about to run and wait until that is
     /// durable, so a crash during it is reported as interrupted and never silently re-run.
-    pub async fn before_side_effect(&self, tool_call_id: &str, name: &str) {
-        if let Some(store) = &self.store {
-            store.tool_started(&self.id, tool_call_id, name);
-            if let Err(e) = store.barrier(Durability::Full).await {
-                tracing::error!("cannot record that {tool_call_id} starts: {e}");
+    ///
+    /// Fails closed: when the record cannot be made durable (the store cannot write, or an
+    /// earlier change of this session was lost), the side effect must not run, and the error
+    /// says why. A session without a store has nothing to record.
+    pub async fn before_side_effect(&self, tool_call_id: &str, name: &str) -> Result<(), String> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        if let Some(cause) = store.unavailable(&self.id) {
+            return Err(cause);
+        }
+        store.tool_started(&self.id, tool_call_id, name);
+        if let Err(e) = store.session_barrier(&self.id, Durability::Full).await {
+            tracing::error!("cannot record that {tool_call_id} starts: {e}");
+            return Err(e.cause());
+        }
+        // The barrier's own batch may have committed while the row's batch failed or the row
+        // was refused: the session's state says which.
+        match store.unavailable(&self.id) {
+            Some(cause) => Err(cause),
+            None => Ok(()),
+        }
+    }
+
+    /// Why this session's changes cannot be saved, if they cannot (see [`Store::unavailable`]).
+    pub fn store_unavailable(&self) -> Option<String> {
+        self.store.as_ref().and_then(|s| s.unavailable(&self.id))
+    }
+
+    /// Make the store hold everything this session holds before an op proceeds: a no-op while
+    /// the store is healthy; after a failed commit, write the rows the store lost (one
+    /// transaction) and accept new work again, or answer `StoreUnavailable` while it still
+    /// cannot write. So a session never goes on with work that a restart would forget.
+    pub async fn ensure_stored(&self) -> Result<(), SessionError> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        if store.unavailable(&self.id).is_none() {
+            return Ok(());
+        }
+        // Queued under the state lock: a message the turn appends after this snapshot is
+        // queued after the resync, so the store gets every message exactly once, in order.
+        let resynced = {
+            let state = lock(&self.state);
+            let title = match &state.unparsed {
+                Some(unparsed) => unparsed.title.clone(),
+                None => state
+                    .history
+                    .iter()
+                    .find(|m| m.role == Role::User)
+                    .map(|m| m.text().chars().take(80).collect()),
+            };
+            let record = SessionRecord {
+                id: self.id.clone(),
+                cwd: self.workspace.roots()[0].display().to_string(),
+                model: state.model.clone(),
+                mode: mode_name(state.mode).to_owned(),
+                title,
+                created_at: now_ms(),
+                updated_at: now_ms(),
+                allow_network: state.allow_network,
+            };
+            // A restored session's unparsed rows came from the store, so they are there.
+            let rows: Vec<MessageRow> = state
+                .history
+                .iter()
+                .filter_map(|message| message_row(message, None))
+                .collect();
+            let first_position = unparsed_len(&state) as u64;
+            store.resync(record, rows, first_position, self.emitter.durable_seq())
+        };
+        match resynced.await {
+            Ok(()) => {
+                tracing::info!(session = %self.id, "the session store writes again; the session's lost changes are saved");
+                Ok(())
             }
+            Err(e) => Err(SessionError::StoreUnavailable(e.cause())),
         }
     }
 
@@ -1122,6 +1210,18 @@ async fn actor(
             Some(op) => op,
             None => continue,
         };
+        // After a lost commit, new work waits until the store holds everything again; stop
+        // and shutdown always go through (they only end work).
+        let takes_work = !matches!(
+            op,
+            Op::Stop { .. } | Op::Shutdown { .. } | Op::Resume { .. }
+        );
+        if takes_work {
+            if let Err(error) = shared.ensure_stored().await {
+                reply_error(op, error);
+                continue;
+            }
+        }
         match op {
             Op::Prompt { parts, reply } => {
                 let turn_id = new_id("t");

@@ -10,6 +10,11 @@
 //! (a tool about to run, a tool result, an approval decision) are committed with
 //! `synchronous=FULL`, which survives power loss; the rest use NORMAL, which in WAL mode
 //! survives a killed process.
+//!
+//! A batch that cannot be committed (disk full, a lock held by another program, an I/O error)
+//! is rolled back whole, and every session with a write in it becomes *diverged*: its later
+//! writes are refused ([`Store::unavailable`]) until [`Store::resync`] writes the missing tail,
+//! so the rows of a session are always a prefix of what it did, never a prefix with holes.
 
 mod schema;
 mod writer;
@@ -17,8 +22,9 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::{JoinHandle, ThreadId};
 
 use rusqlite::Connection;
@@ -47,6 +53,11 @@ pub enum StoreError {
     Closed,
     #[error("the session database is unusable: {0}; move the file aside (tandem creates a new one) or restore a backup")]
     Corrupt(String),
+    /// An earlier batch of this session could not be committed, so the store holds only a
+    /// prefix of what the session did; its writes are refused until [`Store::resync`] wrote
+    /// the rest (see [`Store::unavailable`]).
+    #[error("the session store could not save this session's last changes ({0}); free disk space or end the program that holds the database lock, then try again")]
+    Unavailable(String),
 }
 
 impl StoreError {
@@ -67,6 +78,17 @@ impl StoreError {
             },
             StoreError::Closed => StoreError::Closed,
             StoreError::Corrupt(message) => StoreError::Corrupt(message.clone()),
+            StoreError::Unavailable(message) => StoreError::Unavailable(message.clone()),
+        }
+    }
+
+    /// The cause alone, for messages that add their own next step: SQLite's own words
+    /// ("database or disk is full", "database is locked") rather than the advice around them.
+    pub fn cause(&self) -> String {
+        match self {
+            StoreError::Sqlite(source) => source.to_string(),
+            StoreError::Unavailable(cause) => cause.clone(),
+            other => other.to_string(),
         }
     }
 }
@@ -253,6 +275,8 @@ enum Command {
     },
     Barrier {
         durability: Durability,
+        /// The session it waits for, if any: refused while that session is diverged.
+        session_id: Option<String>,
         reply: Reply<()>,
     },
     ListSessions {
@@ -271,7 +295,49 @@ enum Command {
     IntegrityCheck {
         reply: Reply<String>,
     },
+    /// Bring a diverged session's rows up to date with what it holds in memory, in one
+    /// transaction, and accept its writes again (see [`Store::resync`]).
+    Resync {
+        record: SessionRecord,
+        /// The session's messages from position `first_position` on; rows the store has
+        /// already are skipped.
+        rows: Vec<MessageRow>,
+        first_position: u64,
+        last_seq: u64,
+        reply: Reply<()>,
+    },
 }
+
+impl Command {
+    /// The session a write belongs to; `None` for reads, barriers and callbacks.
+    fn session_id(&self) -> Option<&str> {
+        match self {
+            Command::CreateSession(r) => Some(&r.id),
+            Command::UpdateSession { id, .. } | Command::SetNetwork { id, .. } => Some(id),
+            Command::AppendMessage { session_id, .. }
+            | Command::SetDisplays { session_id, .. }
+            | Command::RecordEvent { session_id, .. }
+            | Command::ResolvePending { session_id, .. }
+            | Command::DeletePendingForTurn { session_id, .. }
+            | Command::AddRule { session_id, .. }
+            | Command::RecordUsage { session_id, .. }
+            | Command::ToolStarted { session_id, .. }
+            | Command::ToolFinished { session_id, .. }
+            | Command::ReserveSeq { session_id, .. } => Some(session_id),
+            Command::UpsertPending(r) => Some(&r.session_id),
+            Command::Resync { record, .. } => Some(&record.id),
+            Command::Barrier { .. }
+            | Command::ListSessions { .. }
+            | Command::LoadSession { .. }
+            | Command::EventsSince { .. }
+            | Command::IntegrityCheck { .. } => None,
+        }
+    }
+}
+
+/// Sessions whose writes failed, with the error, shared by the writer (which fills and clears
+/// it) and every handle (which asks it before a side effect and before each op).
+pub(crate) type Diverged = Arc<Mutex<HashMap<String, String>>>;
 
 /// A cheap, cloneable handle to the store's writer thread.
 #[derive(Clone)]
@@ -281,6 +347,7 @@ pub struct Store {
 
 struct Inner {
     sender: Option<mpsc::Sender<Command>>,
+    diverged: Diverged,
     thread: Option<JoinHandle<()>>,
     thread_id: ThreadId,
     path: Option<PathBuf>,
@@ -349,9 +416,11 @@ impl Store {
         schema::configure(&conn).map_err(|e| wrap(StoreError::Sqlite(e)))?;
         schema::migrate(&mut conn).map_err(wrap)?;
         let (sender, receiver) = mpsc::channel();
+        let diverged = Diverged::default();
+        let writer_diverged = diverged.clone();
         let thread = std::thread::Builder::new()
             .name("tandem-store".to_owned())
-            .spawn(move || writer::run(conn, receiver))
+            .spawn(move || writer::run(conn, receiver, writer_diverged))
             .map_err(|e| StoreError::Open {
                 path: shown.clone(),
                 source: Box::new(e),
@@ -360,11 +429,61 @@ impl Store {
         Ok(Store {
             inner: Arc::new(Inner {
                 sender: Some(sender),
+                diverged,
                 thread: Some(thread),
                 thread_id,
                 path,
             }),
         })
+    }
+
+    /// Why this session's writes are refused, if they are: a batch holding one of them failed
+    /// to commit (disk full, the database locked by another program, an I/O error), so the
+    /// store has only a prefix of the session. Until [`Store::resync`] succeeds, every write
+    /// of the session is skipped, so the stored rows never get a hole in the middle.
+    pub fn unavailable(&self, session_id: &str) -> Option<String> {
+        self.inner
+            .diverged
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(session_id)
+            .cloned()
+    }
+
+    /// Write what a diverged session holds and the store lacks, in one transaction: its
+    /// session row (inserted if the failed batch held it, else updated), the message rows from
+    /// the first one the store is missing (`rows` start at `first_position`), and a `last_seq`
+    /// at least `last_seq`, so a restart never hands out a `seq` a client saw. On success the
+    /// session's writes are accepted again; on failure it stays refused and the error says why.
+    ///
+    /// The command is queued when this is called, not when the future is first polled, so a
+    /// caller that holds the session's state lock while calling it knows that no later write
+    /// of the session is queued ahead of it.
+    pub fn resync(
+        &self,
+        record: SessionRecord,
+        rows: Vec<MessageRow>,
+        first_position: u64,
+        last_seq: u64,
+    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send + 'static {
+        let (reply, answer) = oneshot::channel();
+        let queued = self.inner.sender.as_ref().is_some_and(|sender| {
+            sender
+                .send(Command::Resync {
+                    record,
+                    rows,
+                    first_position,
+                    last_seq,
+                    reply,
+                })
+                .is_ok()
+        });
+        async move {
+            if !queued {
+                return Err(StoreError::Closed);
+            }
+            answer.await.map_err(|_| StoreError::Closed)?
+        }
     }
 
     /// The database file, `None` for an in-memory store.
@@ -623,8 +742,28 @@ impl Store {
 
     /// Resolves once everything enqueued before it is committed; with `Full`, also fsynced.
     pub async fn barrier(&self, durability: Durability) -> Result<(), StoreError> {
-        self.ask(|reply| Command::Barrier { durability, reply })
-            .await
+        self.ask(|reply| Command::Barrier {
+            durability,
+            session_id: None,
+            reply,
+        })
+        .await
+    }
+
+    /// [`Store::barrier`] on behalf of one session: fails at once, without waiting for the
+    /// database, while that session is diverged (see [`Store::unavailable`]).
+    pub async fn session_barrier(
+        &self,
+        session_id: &str,
+        durability: Durability,
+    ) -> Result<(), StoreError> {
+        let session_id = Some(session_id.to_owned());
+        self.ask(|reply| Command::Barrier {
+            durability,
+            session_id,
+            reply,
+        })
+        .await
     }
 
     /// Sessions, most recently updated first, optionally only those of one `cwd`.

@@ -469,6 +469,11 @@ async fn list_is_newest_first_and_filters_by_cwd() {
     store.create_session(session("mid", "/b", 20));
     store.create_session(session("new", "/a", 30));
     store.update_session("old", Some("big"), None, Some("Fix the parser"), 40);
+    for id in ["old", "mid", "new"] {
+        store.append_message(id, "m0", None, "user", "{}".into(), Durability::Normal);
+    }
+    // A session nobody prompted is not listed (an editor that opened it and left).
+    store.create_session(session("empty", "/a", 50));
     let ids = |list: Vec<SessionRecord>| list.into_iter().map(|s| s.id).collect::<Vec<_>>();
     assert_eq!(
         ids(store.list_sessions(None).await.unwrap()),
@@ -490,16 +495,30 @@ async fn list_is_newest_first_and_filters_by_cwd() {
     assert_eq!(old.updated_at, 40);
 }
 
+/// A failed write fails its whole batch and makes its session diverged: the session's later
+/// writes are refused (so its rows never get a hole), its barrier fails at once, its events'
+/// callbacks still run, other sessions go on, and a resync writes the missing tail and heals it.
 #[tokio::test]
-async fn a_failed_write_is_logged_and_the_writer_keeps_going() {
+async fn a_failed_write_diverges_its_session_until_a_resync() {
     let store = Store::open_in_memory().unwrap();
     store.create_session(session("s1", "/w", 1));
-    // A duplicate session and a message for an unknown session violate constraints.
+    store.create_session(session("s2", "/w", 1));
+    store.barrier(Durability::Full).await.unwrap();
+    assert_eq!(store.unavailable("s1"), None);
+    // A duplicate session violates the primary key: the batch (with s1's first message) is lost.
     store.create_session(session("s1", "/elsewhere", 2));
-    store.append_message("ghost", "m0", None, "user", "{}".into(), Durability::Full);
+    store.append_message("s1", "m0", None, "user", "{}".into(), Durability::Normal);
+    let failed = store.session_barrier("s1", Durability::Full).await;
+    assert!(failed.is_err(), "{failed:?}");
+    let cause = store.unavailable("s1").expect("s1 is diverged");
+    assert!(cause.contains("UNIQUE"), "{cause}");
+    assert_eq!(
+        store.unavailable("s2"),
+        None,
+        "other sessions are not affected"
+    );
+    // Later writes of s1 are refused without touching the database; callbacks still run.
     store.append_message("s1", "m1", None, "user", "{}".into(), Durability::Normal);
-    store.record_event("s1", 1, None, "turnStarted", Some("{}".into()), None);
-    // A duplicate seq is refused, the callback still runs so the stream does not stall.
     let ran = Arc::new(Mutex::new(false));
     let flag = ran.clone();
     store.record_event(
@@ -510,12 +529,69 @@ async fn a_failed_write_is_logged_and_the_writer_keeps_going() {
         Some("{}".into()),
         Some(Box::new(move || *flag.lock().unwrap() = true)),
     );
-    store.barrier(Durability::Full).await.unwrap();
+    assert!(matches!(
+        store.session_barrier("s1", Durability::Full).await,
+        Err(StoreError::Unavailable(_))
+    ));
     assert!(*ran.lock().unwrap());
+    store.append_message("s2", "x0", None, "user", "{}".into(), Durability::Normal);
+    store.barrier(Durability::Full).await.unwrap();
     let loaded = store.load_session("s1").await.unwrap().unwrap();
     assert_eq!(loaded.record.cwd, "/w");
-    assert_eq!(loaded.messages.len(), 1);
-    assert_eq!(loaded.last_seq, 1);
+    assert!(
+        loaded.messages.is_empty(),
+        "nothing after the failure is stored"
+    );
+    assert_eq!(
+        store
+            .load_session("s2")
+            .await
+            .unwrap()
+            .unwrap()
+            .messages
+            .len(),
+        1
+    );
+    // The resync writes what the session holds and the store lacks, and heals it.
+    let row = |id: &str| MessageRow {
+        message_id: id.to_owned(),
+        turn_id: None,
+        role: "user".to_owned(),
+        json: format!("{{\"id\":\"{id}\"}}"),
+        display: None,
+        durability: Durability::Normal,
+    };
+    store
+        .resync(session("s1", "/w", 3), vec![row("m0"), row("m1")], 0, 7)
+        .await
+        .unwrap();
+    assert_eq!(store.unavailable("s1"), None);
+    store.append_message("s1", "m2", None, "user", "{}".into(), Durability::Normal);
+    store.barrier(Durability::Full).await.unwrap();
+    let loaded = store.load_session("s1").await.unwrap().unwrap();
+    assert_eq!(loaded.messages.len(), 3, "{:?}", loaded.messages);
+    assert!(loaded.messages[1].contains("m1"));
+    assert_eq!(loaded.last_seq, 7);
+    // A second resync skips the rows the store has.
+    store
+        .resync(
+            session("s1", "/w", 3),
+            vec![row("m0"), row("m1"), row("m2")],
+            0,
+            7,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .load_session("s1")
+            .await
+            .unwrap()
+            .unwrap()
+            .messages
+            .len(),
+        3
+    );
 }
 
 #[tokio::test]

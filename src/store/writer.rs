@@ -7,8 +7,8 @@ use std::sync::mpsc;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{
-    Command, Durability, LoadedSession, PendingRecord, RuleRecord, SessionRecord, StoreError,
-    StoredEvent, UsageTotals,
+    Command, Diverged, Durability, LoadedSession, MessageRow, PendingRecord, RuleRecord,
+    SessionRecord, StoreError, StoredEvent, UsageTotals,
 };
 
 /// The most commands one transaction takes; bounds how long a reply waits behind a burst.
@@ -18,11 +18,12 @@ const MAX_BATCH: usize = 256;
 /// committed, the commit error otherwise.
 type Finish = Box<dyn FnOnce(Option<&StoreError>) + Send>;
 
-pub(super) fn run(conn: Connection, receiver: mpsc::Receiver<Command>) {
+pub(super) fn run(conn: Connection, receiver: mpsc::Receiver<Command>, diverged: Diverged) {
     let mut writer = Writer {
         conn,
         synchronous: Durability::Normal,
         unsynced: false,
+        diverged,
     };
     let mut batch = Vec::with_capacity(MAX_BATCH);
     // `recv` keeps returning queued commands after the last handle is dropped and fails only
@@ -49,6 +50,8 @@ struct Writer {
     /// Whether a NORMAL commit may still sit in the WAL without an fsync; a FULL barrier
     /// then needs a write of its own, because committing an empty transaction syncs nothing.
     unsynced: bool,
+    /// Sessions whose writes are refused after a failed batch (see [`super::Store::unavailable`]).
+    diverged: Diverged,
 }
 
 impl Command {
@@ -56,7 +59,9 @@ impl Command {
         match self {
             Command::AppendMessage { row, .. } => row.durability,
             Command::Barrier { durability, .. } => *durability,
-            Command::ResolvePending { .. } | Command::ToolStarted { .. } => Durability::Full,
+            Command::ResolvePending { .. }
+            | Command::ToolStarted { .. }
+            | Command::Resync { .. } => Durability::Full,
             _ => Durability::Normal,
         }
     }
@@ -108,6 +113,7 @@ impl Writer {
                     | Command::LoadSession { .. }
                     | Command::EventsSince { .. }
                     | Command::IntegrityCheck { .. }
+                    | Command::Resync { .. }
             )
         });
         if answers {
@@ -124,32 +130,71 @@ impl Writer {
     }
 
     fn commit_batch(&mut self, batch: &mut Vec<Command>) {
-        let durability = if batch.iter().any(|c| c.durability() == Durability::Full) {
+        // What a diverged session sends is answered without the database, so a locked or full
+        // database does not make each of its events wait for the busy timeout again.
+        let refusals: Vec<Option<String>> = batch.iter().map(|c| self.refusal(c)).collect();
+        let live = || {
+            batch
+                .iter()
+                .zip(&refusals)
+                .filter(|(_, r)| r.is_none())
+                .map(|(c, _)| c)
+        };
+        let durability = if live().any(|c| c.durability() == Durability::Full) {
             Durability::Full
         } else {
             Durability::Normal
         };
-        let writes = batch.iter().any(Command::writes);
+        let writes = live().any(Command::writes);
         let needs_sync_write = durability == Durability::Full && !writes && self.unsynced;
-        let needs_transaction = needs_sync_write || batch.iter().any(Command::touches_database);
+        let needs_transaction = needs_sync_write || live().any(Command::touches_database);
 
+        // Every session with a write here diverges if the batch fails; a resync that commits
+        // makes its session whole again.
+        let mut written: Vec<String> = Vec::new();
+        let mut resynced: Vec<String> = Vec::new();
+        for command in batch.iter() {
+            if let (true, Some(id)) = (command.writes(), command.session_id()) {
+                if matches!(command, Command::Resync { .. }) {
+                    resynced.push(id.to_owned());
+                }
+                if !written.iter().any(|w| w == id) {
+                    written.push(id.to_owned());
+                }
+            }
+        }
         let mut finishes: Vec<Finish> = Vec::with_capacity(batch.len());
         let mut failure: Option<StoreError> = None;
+        let mut refusals = refusals.into_iter();
         if !needs_transaction {
             // Deltas and NORMAL barriers: nothing to write, only order to keep.
-            finishes.extend(batch.drain(..).map(|c| self.apply(c)));
+            for command in batch.drain(..) {
+                finishes.push(match refusals.next().flatten() {
+                    Some(cause) => refuse(command, cause),
+                    None => self.apply_or_fail(command).0,
+                });
+            }
         } else {
             match self.begin(durability, writes || needs_sync_write) {
                 Ok(()) => {
                     for command in batch.drain(..) {
+                        if let Some(cause) = refusals.next().flatten() {
+                            // A write of a diverged session: storing it would leave a hole
+                            // where the lost rows were.
+                            finishes.push(refuse(command, cause));
+                            continue;
+                        }
                         if failure.is_some() {
                             // The transaction is gone; running the rest in autocommit mode
                             // would commit them out of order with the lost ones.
                             finishes.push(skip(command));
                             continue;
                         }
-                        finishes.push(self.apply(command));
-                        if self.conn.is_autocommit() {
+                        let (finish, error) = self.apply_or_fail(command);
+                        finishes.push(finish);
+                        if let Some(e) = error {
+                            failure = Some(e);
+                        } else if self.conn.is_autocommit() {
                             // SQLite rolled the whole transaction back (disk full, I/O error).
                             failure = Some(StoreError::Sqlite(rusqlite::Error::SqliteFailure(
                                 rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
@@ -193,6 +238,27 @@ impl Writer {
                 }
             }
         }
+        {
+            // Before the callbacks run, so a caller woken by one (a side effect's barrier)
+            // already sees the session refused.
+            let mut diverged = self
+                .diverged
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            match &failure {
+                Some(e) => {
+                    let cause = e.cause();
+                    for id in written {
+                        diverged.entry(id).or_insert_with(|| cause.clone());
+                    }
+                }
+                None => {
+                    for id in resynced {
+                        diverged.remove(&id);
+                    }
+                }
+            }
+        }
         if let Some(e) = &failure {
             tracing::error!(error = %e, commands = finishes.len(), "a session store batch was not committed");
         }
@@ -202,6 +268,22 @@ impl Writer {
                 tracing::error!("an after_commit callback of the session store panicked");
             }
         }
+    }
+
+    /// Why `command` is refused, if it is: a write of a diverged session (other than the
+    /// resync that heals it), or a barrier that asks on behalf of one.
+    fn refusal(&self, command: &Command) -> Option<String> {
+        let id = match command {
+            Command::Resync { .. } => return None,
+            Command::Barrier { session_id, .. } => session_id.as_deref()?,
+            other if other.writes() => other.session_id()?,
+            _ => return None,
+        };
+        self.diverged
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(id)
+            .cloned()
     }
 
     fn begin(&mut self, durability: Durability, writes: bool) -> Result<(), StoreError> {
@@ -222,8 +304,10 @@ impl Writer {
         Ok(())
     }
 
-    /// Run one command inside the open transaction and return how to complete it.
-    fn apply(&self, command: Command) -> Finish {
+    /// Run one command inside the open transaction and return how to complete it, with the
+    /// error of a write that failed: the caller rolls the whole batch back then, because a
+    /// batch that commits without one of its rows would store a history with a hole in it.
+    fn apply_or_fail(&self, command: Command) -> (Finish, Option<StoreError>) {
         let conn = &self.conn;
         match command {
             Command::RecordEvent {
@@ -235,41 +319,71 @@ impl Writer {
                 reserve_to,
                 after_commit,
             } => {
+                let mut error = None;
                 if let Some(json) = json {
-                    logged(
-                        "record_event",
-                        &session_id,
-                        conn.prepare_cached(
+                    let written = conn
+                        .prepare_cached(
                             "INSERT INTO events (session_id, seq, turn_id, type, json)
                              VALUES (?1, ?2, ?3, ?4, ?5)",
                         )
                         .and_then(|mut s| {
                             s.execute(params![session_id, to_i64(seq), turn_id, event_type, json])
-                        }),
-                    );
-                    // The row is the high-water mark now: any earlier reservation beyond it is
-                    // given back, unless this event reserves for the stream that follows it.
-                    set_last_seq(conn, &session_id, reserve_to.unwrap_or(seq));
+                        })
+                        // The row is the high-water mark now: any earlier reservation beyond
+                        // it is given back, unless this event reserves for the stream that
+                        // follows it.
+                        .and_then(|_| set_last_seq(conn, &session_id, reserve_to.unwrap_or(seq)));
+                    error = failed("record_event", &session_id, written.map(drop));
                 }
-                match after_commit {
+                let finish: Finish = match after_commit {
                     Some(callback) => Box::new(move |_| callback()),
                     None => Box::new(|_| ()),
-                }
+                };
+                (finish, error)
             }
-            Command::Barrier { reply, .. } => answer(reply, Ok(())),
-            Command::ListSessions { cwd, reply } => answer(reply, list_sessions(conn, cwd)),
-            Command::LoadSession { id, reply } => answer(reply, load_session(conn, &id)),
+            Command::Barrier { reply, .. } => (answer(reply, Ok(())), None),
+            Command::ListSessions { cwd, reply } => (answer(reply, list_sessions(conn, cwd)), None),
+            Command::LoadSession { id, reply } => (answer(reply, load_session(conn, &id)), None),
             Command::EventsSince {
                 session_id,
                 after_seq,
                 reply,
-            } => answer(reply, events_since(conn, &session_id, after_seq)),
-            Command::IntegrityCheck { reply } => answer(reply, integrity_check(conn)),
+            } => (
+                answer(reply, events_since(conn, &session_id, after_seq)),
+                None,
+            ),
+            Command::IntegrityCheck { reply } => (answer(reply, integrity_check(conn)), None),
+            Command::Resync {
+                record,
+                rows,
+                first_position,
+                last_seq,
+                reply,
+            } => {
+                let result = resync(conn, &record, &rows, first_position, last_seq);
+                let error = failed("resync", &record.id, result);
+                (answer(reply, Ok(())), error)
+            }
             write => {
-                apply_write(conn, write);
-                Box::new(|_| ())
+                let session_id = write.session_id().unwrap_or_default().to_owned();
+                let (what, result) = apply_write(conn, write);
+                (
+                    Box::new(|_| ()),
+                    failed(what, &session_id, result.map(drop)),
+                )
             }
         }
+    }
+}
+
+/// Complete a refused command (see [`Writer::refusal`]): a barrier gets the cause as its
+/// error; anything else completes as if its batch never ran.
+fn refuse(command: Command, cause: String) -> Finish {
+    match command {
+        Command::Barrier { reply, .. } => Box::new(move |_| {
+            let _ = reply.send(Err(StoreError::Unavailable(cause)));
+        }),
+        other => skip(other),
     }
 }
 
@@ -286,6 +400,7 @@ fn skip(command: Command) -> Finish {
         Command::LoadSession { reply, .. } => answer(reply, Ok(None)),
         Command::EventsSince { reply, .. } => answer(reply, Ok(Vec::new())),
         Command::IntegrityCheck { reply } => answer(reply, Ok(String::new())),
+        Command::Resync { reply, .. } => answer(reply, Ok(())),
         _ => Box::new(|_| ()),
     }
 }
@@ -303,18 +418,65 @@ fn answer<T: Send + 'static>(reply: super::Reply<T>, result: Result<T, StoreErro
     })
 }
 
-/// Log a failed write; the batch goes on, since SQLite undid only the failed statement.
-fn logged(what: &str, session_id: &str, result: rusqlite::Result<usize>) {
-    if let Err(e) = result {
-        tracing::error!(error = %e, session_id, "session store: {what} failed");
-    }
+/// Log a failed write and hand its error to the batch, which is then rolled back whole.
+fn failed(what: &str, session_id: &str, result: rusqlite::Result<()>) -> Option<StoreError> {
+    let error = result.err()?;
+    tracing::error!(error = %error, session_id, "session store: {what} failed");
+    Some(StoreError::Sqlite(error))
 }
 
-fn apply_write(conn: &Connection, command: Command) {
+/// See [`super::Store::resync`].
+fn resync(
+    conn: &Connection,
+    record: &SessionRecord,
+    rows: &[MessageRow],
+    first_position: u64,
+    last_seq: u64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO sessions (id, cwd, model, mode, title, created_at, updated_at, allow_network)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT (id) DO UPDATE SET model = excluded.model, mode = excluded.mode,
+             title = COALESCE(sessions.title, excluded.title), updated_at = excluded.updated_at,
+             allow_network = excluded.allow_network",
+    )?
+    .execute(params![
+        record.id,
+        record.cwd,
+        record.model,
+        record.mode,
+        record.title,
+        to_i64(record.created_at),
+        to_i64(record.updated_at),
+        record.allow_network
+    ])?;
+    let stored: i64 = conn
+        .prepare_cached("SELECT COUNT(*) FROM messages WHERE session_id = ?1")?
+        .query_row([&record.id], |row| row.get(0))?;
+    let stored = to_u64(stored);
+    let mut append = conn.prepare_cached(APPEND_MESSAGE_SQL)?;
+    for (offset, row) in rows.iter().enumerate() {
+        if first_position + offset as u64 >= stored {
+            append.execute(params![
+                record.id,
+                row.message_id,
+                row.turn_id,
+                row.role,
+                row.json,
+                row.display
+            ])?;
+        }
+    }
+    conn.prepare_cached("UPDATE sessions SET last_seq = MAX(last_seq, ?2) WHERE id = ?1")?
+        .execute(params![record.id, to_i64(last_seq)])?;
+    Ok(())
+}
+
+/// Run one write; answers what it was (for the log) and how many rows it changed.
+fn apply_write(conn: &Connection, command: Command) -> (&'static str, rusqlite::Result<usize>) {
     match command {
-        Command::CreateSession(r) => logged(
+        Command::CreateSession(r) => (
             "create_session",
-            &r.id,
             conn.prepare_cached(
                 "INSERT INTO sessions (id, cwd, model, mode, title, created_at, updated_at,
                                        allow_network)
@@ -339,24 +501,21 @@ fn apply_write(conn: &Connection, command: Command) {
             mode,
             title,
             updated_at,
-        } => logged(
+        } => (
             "update_session",
-            &id,
             conn.prepare_cached(
                 "UPDATE sessions SET model = COALESCE(?2, model), mode = COALESCE(?3, mode),
                  title = COALESCE(?4, title), updated_at = ?5 WHERE id = ?1",
             )
             .and_then(|mut s| s.execute(params![id, model, mode, title, to_i64(updated_at)])),
         ),
-        Command::SetNetwork { id, allow } => logged(
+        Command::SetNetwork { id, allow } => (
             "set_network",
-            &id,
             conn.prepare_cached("UPDATE sessions SET allow_network = ?2 WHERE id = ?1")
                 .and_then(|mut s| s.execute(params![id, allow])),
         ),
-        Command::AppendMessage { session_id, row } => logged(
+        Command::AppendMessage { session_id, row } => (
             "append_message",
-            &session_id,
             conn.prepare_cached(APPEND_MESSAGE_SQL).and_then(|mut s| {
                 s.execute(params![
                     session_id,
@@ -372,29 +531,27 @@ fn apply_write(conn: &Connection, command: Command) {
             session_id,
             displays,
         } => {
-            let mut statement = match conn.prepare_cached(
-                "UPDATE messages SET display = ?4
-                 WHERE session_id = ?1 AND position = ?2 AND message_id = ?3",
-            ) {
-                Ok(statement) => statement,
-                Err(e) => return logged("set_displays", &session_id, Err(e)),
-            };
-            for entry in displays {
-                logged(
-                    "set_displays",
-                    &session_id,
-                    statement.execute(params![
-                        session_id,
-                        to_i64(entry.position),
-                        entry.message_id,
-                        entry.display
-                    ]),
-                );
-            }
+            let result = conn
+                .prepare_cached(
+                    "UPDATE messages SET display = ?4
+                     WHERE session_id = ?1 AND position = ?2 AND message_id = ?3",
+                )
+                .and_then(|mut statement| {
+                    let mut changed = 0;
+                    for entry in displays {
+                        changed += statement.execute(params![
+                            session_id,
+                            to_i64(entry.position),
+                            entry.message_id,
+                            entry.display
+                        ])?;
+                    }
+                    Ok(changed)
+                });
+            ("set_displays", result)
         }
-        Command::UpsertPending(r) => logged(
+        Command::UpsertPending(r) => (
             "upsert_pending",
-            &r.session_id,
             conn.prepare_cached(
                 "INSERT INTO pending (session_id, tool_call_id, request_id, kind, turn_id,
                                       payload, decision, created_at)
@@ -425,9 +582,8 @@ fn apply_write(conn: &Connection, command: Command) {
             session_id,
             request_id,
             decision_json,
-        } => logged(
+        } => (
             "resolve_pending",
-            &session_id,
             conn.prepare_cached(
                 "UPDATE pending SET decision = ?3 WHERE session_id = ?1 AND request_id = ?2",
             )
@@ -436,15 +592,13 @@ fn apply_write(conn: &Connection, command: Command) {
         Command::DeletePendingForTurn {
             session_id,
             turn_id,
-        } => logged(
+        } => (
             "delete_pending_for_turn",
-            &session_id,
             conn.prepare_cached("DELETE FROM pending WHERE session_id = ?1 AND turn_id = ?2")
                 .and_then(|mut s| s.execute(params![session_id, turn_id])),
         ),
-        Command::AddRule { session_id, rule } => logged(
+        Command::AddRule { session_id, rule } => (
             "add_rule",
-            &session_id,
             conn.prepare_cached(
                 "INSERT INTO rules (session_id, kind, value) VALUES (?1, ?2, ?3)
                  ON CONFLICT DO NOTHING",
@@ -457,9 +611,8 @@ fn apply_write(conn: &Connection, command: Command) {
             input,
             output,
             cached,
-        } => logged(
+        } => (
             "record_usage",
-            &session_id,
             conn.prepare_cached(
                 "INSERT INTO usage (session_id, model, input_tokens, output_tokens, cached_tokens)
                  VALUES (?1, ?2, ?3, ?4, ?5)
@@ -482,9 +635,8 @@ fn apply_write(conn: &Connection, command: Command) {
             session_id,
             tool_call_id,
             name,
-        } => logged(
+        } => (
             "tool_started",
-            &session_id,
             conn.prepare_cached(
                 "INSERT INTO tool_runs (session_id, tool_call_id, name) VALUES (?1, ?2, ?3)
                  ON CONFLICT (session_id, tool_call_id) DO UPDATE SET name = excluded.name",
@@ -494,22 +646,24 @@ fn apply_write(conn: &Connection, command: Command) {
         Command::ToolFinished {
             session_id,
             tool_call_id,
-        } => logged(
+        } => (
             "tool_finished",
-            &session_id,
             conn.prepare_cached(
                 "DELETE FROM tool_runs WHERE session_id = ?1 AND tool_call_id = ?2",
             )
             .and_then(|mut s| s.execute(params![session_id, tool_call_id])),
         ),
-        Command::ReserveSeq { session_id, up_to } => set_last_seq(conn, &session_id, up_to),
-        // Reads, barriers and events are handled by `Writer::apply`.
+        Command::ReserveSeq { session_id, up_to } => {
+            ("reserve_seq", set_last_seq(conn, &session_id, up_to))
+        }
+        // Reads, barriers, events and resyncs are handled by `Writer::apply_or_fail`.
         Command::RecordEvent { .. }
         | Command::Barrier { .. }
         | Command::ListSessions { .. }
         | Command::LoadSession { .. }
         | Command::EventsSince { .. }
-        | Command::IntegrityCheck { .. } => {}
+        | Command::IntegrityCheck { .. }
+        | Command::Resync { .. } => ("nothing", Ok(0)),
     }
 }
 
@@ -528,13 +682,9 @@ pub(crate) const APPEND_MESSAGE_SQL: &str =
      VALUES (?1, (SELECT COALESCE(MAX(position), -1) + 1 FROM messages
                   WHERE session_id = ?1 COLLATE BINARY), ?2, ?3, ?4, ?5, ?6)";
 
-fn set_last_seq(conn: &Connection, session_id: &str, seq: u64) {
-    logged(
-        "set_last_seq",
-        session_id,
-        conn.prepare_cached("UPDATE sessions SET last_seq = ?2 WHERE id = ?1")
-            .and_then(|mut s| s.execute(params![session_id, to_i64(seq)])),
-    );
+fn set_last_seq(conn: &Connection, session_id: &str, seq: u64) -> rusqlite::Result<usize> {
+    conn.prepare_cached("UPDATE sessions SET last_seq = ?2 WHERE id = ?1")
+        .and_then(|mut s| s.execute(params![session_id, to_i64(seq)]))
 }
 
 /// SQLite integers are signed; values past `i64::MAX` (never reached by timestamps, seqs or
@@ -564,17 +714,22 @@ fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRecord> {
 
 fn list_sessions(conn: &Connection, cwd: Option<String>) -> Result<Vec<SessionRecord>, StoreError> {
     // Two statements rather than `?1 IS NULL OR cwd = ?1`, which would defeat the index.
+    // A session with no message yet (created, never prompted) is left out: an editor that opens a
+    // session it never uses must not fill the history with empty entries. It stays loadable by id.
     let sessions = match cwd {
         Some(cwd) => conn
             .prepare_cached(
                 "SELECT id, cwd, model, mode, title, created_at, updated_at, allow_network FROM sessions
-                 WHERE cwd = ?1 ORDER BY updated_at DESC, rowid DESC",
+                 WHERE cwd = ?1
+                   AND EXISTS (SELECT 1 FROM messages WHERE messages.session_id = sessions.id)
+                 ORDER BY updated_at DESC, rowid DESC",
             )?
             .query_map([cwd], session_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?,
         None => conn
             .prepare_cached(
                 "SELECT id, cwd, model, mode, title, created_at, updated_at, allow_network FROM sessions
+                 WHERE EXISTS (SELECT 1 FROM messages WHERE messages.session_id = sessions.id)
                  ORDER BY updated_at DESC, rowid DESC",
             )?
             .query_map([], session_row)?
