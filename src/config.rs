@@ -262,6 +262,10 @@ pub struct Config {
     /// Compact the history before a request estimated above this share of the context window.
     #[serde(default = "default_compaction_threshold")]
     pub compaction_threshold: f64,
+    /// Names of environment variables that shell commands inherit besides the minimal set
+    /// (`tools::shell::INHERITED_ENV`, `LC_*`); a provider's `api_key_env` is never passed.
+    #[serde(default)]
+    pub shell_env: Vec<String>,
     /// The file this config was read from; tandem protects it from the agent.
     #[serde(skip)]
     pub source_path: Option<PathBuf>,
@@ -304,6 +308,17 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// The environment of a shell command, from this process's environment (see
+    /// `tools::shell::command_environment`).
+    pub fn command_environment(&self) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+        let keys: Vec<String> = self
+            .providers
+            .values()
+            .filter_map(|p| p.api_key_env.clone())
+            .collect();
+        crate::tools::shell::command_environment(std::env::vars_os(), &self.shell_env, &keys)
+    }
+
     /// The configuration used when no file is given: one offline scripted model.
     pub fn builtin() -> Config {
         let mut providers = BTreeMap::new();
@@ -342,6 +357,7 @@ impl Config {
             retry_after_cap_ms: default_retry_after_cap_ms(),
             stream_idle_timeout_ms: default_idle_timeout_ms(),
             compaction_threshold: default_compaction_threshold(),
+            shell_env: Vec::new(),
             source_path: None,
         }
     }
@@ -352,7 +368,10 @@ impl Config {
             source,
         })?;
         let mut config = Config::parse(&text, path)?;
-        config.source_path = Some(path.to_path_buf());
+        // Canonical, so the file is protected under the path the checks see (a relative or
+        // linked spelling would not match the resolved path of a write).
+        config.source_path =
+            Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()));
         Ok(config)
     }
 
@@ -411,6 +430,15 @@ impl Config {
             if provider.api_key_env.as_deref() == Some("") {
                 return Err(invalid(format!(
                     "[providers.{name}] api_key_env is empty; name the environment variable that holds the key, for example \"ANTHROPIC_API_KEY\""
+                )));
+            }
+            if let Some(key) = provider
+                .api_key_env
+                .as_ref()
+                .filter(|key| self.shell_env.contains(key))
+            {
+                return Err(invalid(format!(
+                    "shell_env names {key}, which holds the API key of [providers.{name}]; commands never get a provider key (the model could print it), so remove it from shell_env"
                 )));
             }
             if provider.kind == ProviderKind::Openai {

@@ -163,6 +163,13 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            let data_dir = match tandem::store::prepare_data_dir(data_dir.as_deref()) {
+                Ok(dir) => Some(dir),
+                Err(e) => {
+                    eprintln!("tandem: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             match runtime.block_on(tandem::server::serve(config, data_dir)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -174,6 +181,13 @@ fn main() -> ExitCode {
         Command::Acp { config, data_dir } => {
             let config = match load_config(config) {
                 Ok(c) => c,
+                Err(e) => {
+                    eprintln!("tandem: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let data_dir = match tandem::store::prepare_data_dir(data_dir.as_deref()) {
+                Ok(dir) => Some(dir),
                 Err(e) => {
                     eprintln!("tandem: {e}");
                     return ExitCode::from(2);

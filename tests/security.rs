@@ -407,6 +407,26 @@ async fn every_secret_pattern_asks_before_a_read_even_in_full_auto() {
         (".aws/credentials", "aws_secret_access_key=s5-secret"),
         (".netrc", "machine x password s6-secret"),
         (".gnupg/pubring.kbx", "s7-secret"),
+        (".npmrc", "//registry.npmjs.org/:_authToken=s8-secret"),
+        (".git-credentials", "https://user:s9-secret@github.com"),
+        (".kube/config", "token: s10-secret"),
+        (
+            ".docker/config.json",
+            "{\"auths\":{\"x\":{\"auth\":\"s11-secret\"}}}",
+        ),
+        (".config/gh/hosts.yml", "oauth_token: s12-secret"),
+        ("deploy/credentials.json", "{\"key\":\"s13-secret\"}"),
+        (".pgpass", "db:5432:*:me:s14-secret"),
+        (".pypirc", "password = s15-secret"),
+        ("infra/terraform.tfstate", "{\"secret\":\"s16-secret\"}"),
+        ("k8s/secrets.yaml", "data: s17-secret"),
+        ("certs/client.p12", "s18-secret"),
+        ("certs/client.pfx", "s19-secret"),
+        ("backup/id_rsa.bak", "OPENSSH s20-secret"),
+        (
+            ".git/config",
+            "[remote \"origin\"]\nurl = https://x:s21-secret@example.com/r.git",
+        ),
     ];
     for (path, text) in &secrets {
         let full = ws.path().join(path);
@@ -461,7 +481,7 @@ async fn every_secret_pattern_asks_before_a_read_even_in_full_auto() {
         "the look-alike must not ask"
     );
     let request = mock.request(1).to_string();
-    for i in 1..=7 {
+    for i in 1..=secrets.len() {
         assert!(
             !request.contains(&format!("s{i}-secret")),
             "secret {i} leaked: {request}"
@@ -475,4 +495,179 @@ async fn every_secret_pattern_asks_before_a_read_even_in_full_auto() {
         secrets.len()
     );
     t.shutdown().await;
+}
+
+/// An edit or a write of a secret file reveals its content too (an edit says whether
+/// `old_string` is there), so each asks first, in every mode, and the model learns nothing about
+/// the file before the user answered: 40 guesses at `.env`, denied, tell it nothing.
+#[tokio::test]
+async fn edits_of_a_secret_file_are_no_oracle_in_any_mode() {
+    for mode in ["autoEdit", "fullAuto"] {
+        let ws = workspace();
+        std::fs::write(ws.path().join(".env"), "API_TOKEN=hunter2\n").unwrap();
+        let mock = MockLlm::start().await;
+        let mut calls: Vec<(String, String, String)> = (0..40)
+            .map(|i| {
+                (
+                    format!("e{i}"),
+                    "edit_file".to_owned(),
+                    json!({"path": ".env", "old_string": format!("API_TOKEN=hunter{i}"), "new_string": "x"})
+                        .to_string(),
+                )
+            })
+            .collect();
+        calls.push((
+            "w".to_owned(),
+            "write_file".to_owned(),
+            json!({"path": ".env", "content": "API_TOKEN=hunter2\n"}).to_string(),
+        ));
+        let guesses = calls.len();
+        mock.push(Script::tool_calls(calls));
+        mock.push(Script::text_reply("ok"));
+        let t = Tandem::start(&mock).await;
+        let sid = t.new_session_with(ws.path(), json!({"mode": mode})).await["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        t.prompt(&sid, "guess the token").await;
+        for i in 0..guesses {
+            let approval = t.wait_approval(&sid).await;
+            let reason = approval["reason"].as_str().unwrap();
+            assert!(reason.contains("needs your approval"), "{mode}: {approval}");
+            let decisions: Vec<&str> = approval["options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["decision"].as_str().unwrap())
+                .collect();
+            assert_eq!(decisions, ["once", "deny"], "{mode}: no rule covers it");
+            // The user may see why a guess would fail; the model may not.
+            if i == 0 {
+                assert!(reason.contains("cannot be applied"), "{mode}: {reason}");
+            }
+            t.approve(
+                &sid,
+                approval["requestId"].as_str().unwrap(),
+                "deny",
+                None,
+                None,
+            )
+            .await;
+        }
+        t.wait_turn_ended(&sid).await;
+        let results = tool_results(&mock.request(1));
+        assert_eq!(results.len(), guesses);
+        for (id, text) in &results {
+            assert_eq!(
+                text, "denied by user",
+                "{mode}: {id} told the model: {text}"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join(".env")).unwrap(),
+            "API_TOKEN=hunter2\n"
+        );
+        eprintln!("{mode}: {guesses} edit/write probes of .env asked and were denied, 0 answered");
+        t.shutdown().await;
+    }
+}
+
+/// A failing edit of a secret file that the user approves tells the model why it failed, as any
+/// edit would: the answer was the user's to give.
+#[tokio::test]
+async fn an_approved_edit_of_a_secret_file_reports_its_own_failure() {
+    let ws = workspace();
+    std::fs::write(ws.path().join(".env"), "API_TOKEN=hunter2\n").unwrap();
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_call_reply(
+        "e",
+        "edit_file",
+        json!({"path": ".env", "old_string": "NOPE", "new_string": "x"}),
+    ));
+    mock.push(Script::text_reply("ok"));
+    let t = Tandem::start(&mock).await;
+    let sid = t
+        .new_session_with(ws.path(), json!({"mode": "fullAuto"}))
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    t.prompt(&sid, "edit").await;
+    let approval = t.wait_approval(&sid).await;
+    t.approve(
+        &sid,
+        approval["requestId"].as_str().unwrap(),
+        "once",
+        None,
+        None,
+    )
+    .await;
+    t.wait_turn_ended(&sid).await;
+    let results = tool_results(&mock.request(1));
+    assert!(results[0].1.contains("not found"), "{}", results[0].1);
+    t.shutdown().await;
+}
+
+/// tandem's data dir given as a relative path inside the workspace (`--data-dir state`, started
+/// in the workspace), or through a symlinked parent, is protected from the first op: file tools
+/// cannot write into it and commands cannot either, while ordinary commands still run (a
+/// relative read-only mount used to break every sandboxed command).
+#[tokio::test]
+async fn a_relative_or_linked_data_dir_is_protected_from_the_first_op() {
+    for spelling in ["state", "link/state"] {
+        let ws = workspace();
+        let root = canonical(ws.path());
+        std::fs::create_dir_all(root.join("real")).unwrap();
+        std::os::unix::fs::symlink("real", root.join("link")).unwrap();
+        let mock = MockLlm::start().await;
+        mock.push(Script::tool_calls(vec![
+            (
+                "w",
+                "write_file",
+                json!({"path": format!("{spelling}/planted.txt"), "content": "x"}).to_string(),
+            ),
+            (
+                "s",
+                "shell",
+                json!({"command": format!("echo evil > {spelling}/from-shell.txt; echo ok > fine.txt; cat fine.txt")})
+                    .to_string(),
+            ),
+        ]));
+        mock.push(Script::text_reply("done"));
+        let t = Tandem::start_with(
+            TandemOptions::with_mock(&mock)
+                .data_dir(spelling)
+                .cwd(&root),
+        )
+        .await;
+        let sid = t.new_session_with(&root, json!({"mode": "fullAuto"})).await["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        t.prompt(&sid, "plant something").await;
+        t.wait_turn_ended(&sid).await;
+        let results = tool_results(&mock.request(1));
+        assert!(
+            results[0].1.contains("is protected"),
+            "{spelling}: {}",
+            results[0].1
+        );
+        assert!(
+            results[1].1.contains("ok"),
+            "{spelling}: commands still run: {}",
+            results[1].1
+        );
+        let data = std::fs::canonicalize(root.join(spelling)).unwrap();
+        assert!(
+            data.join("tandem.sqlite3").exists(),
+            "{spelling}: the store is there"
+        );
+        assert!(!data.join("planted.txt").exists(), "{spelling}");
+        assert!(!data.join("from-shell.txt").exists(), "{spelling}");
+        assert_eq!(
+            std::fs::read_to_string(root.join("fine.txt")).unwrap(),
+            "ok\n"
+        );
+        t.shutdown().await;
+    }
 }

@@ -35,6 +35,7 @@ use crate::protocol::{
 };
 use crate::providers::{Chunk, FinishReason, Provider, ProviderError, ProviderRequest, ToolSpec};
 use crate::session::{lock, PendingKind, PendingRequest, Resolution, SessionShared};
+use crate::tools::fs::SecretAccess;
 use crate::tools::fs::{apply_edit, plan_edit, plan_write, PlannedEdit, ToolOutcome};
 use crate::tools::sandbox::{self, Confinement, SandboxPolicy};
 use crate::tools::shell::{self, ShellRequest};
@@ -1185,13 +1186,21 @@ impl Turn {
             }
         };
         let mut secret = false;
-        if let ToolArgs::ReadFile { path, .. } = &args {
-            // Files that may hold secrets need an explicit approval, in every mode; checked on
-            // the resolved path so a link cannot hide one.
+        let secret_access = match &args {
+            ToolArgs::ReadFile { path, .. } => Some((path.clone(), SecretAccess::Read)),
+            ToolArgs::EditFile { path, .. } => Some((path.clone(), SecretAccess::Edit)),
+            ToolArgs::WriteFile { path, .. } => Some((path.clone(), SecretAccess::Write)),
+            _ => None,
+        };
+        if let Some((path, access)) =
+            secret_access.filter(|_| !matches!(verdict, Verdict::Refuse { .. }))
+        {
+            // Files that may hold secrets need an explicit approval, in every mode, for every
+            // tool that reveals their content (an edit tells whether `old_string` is there);
+            // checked on the resolved path so a link cannot hide one.
             let workspace = self.session.workspace.clone();
-            let path = path.clone();
             let reason = tokio::task::spawn_blocking(move || {
-                crate::tools::fs::secret_read_reason(&workspace, &path)
+                crate::tools::fs::secret_access_reason(&workspace, &path, access)
             })
             .await
             .ok()
@@ -1210,13 +1219,25 @@ impl Turn {
                 verdict = Verdict::Ask { reason };
             }
         }
-        // Edits are planned now so the approval can show the diff and a bad edit fails early.
+        // Edits are planned now so the approval can show the diff and a bad edit fails early,
+        // except on a secret file: there the failure itself says something about the content
+        // ("old_string not found"), so the model learns it only after the user approved.
+        let mut failed_plan: Option<String> = None;
         let plan = match &args {
             ToolArgs::WriteFile { .. } | ToolArgs::EditFile { .. }
                 if !matches!(verdict, Verdict::Refuse { .. }) =>
             {
                 match self.plan(args.clone()).await {
                     Ok(plan) => Some(Box::new(plan)),
+                    Err(text) if secret => {
+                        if let Verdict::Ask { reason } = &mut verdict {
+                            reason.push_str(&format!(
+                                "; as proposed it cannot be applied ({text}), and approving only tells the model that"
+                            ));
+                        }
+                        failed_plan = Some(text);
+                        None
+                    }
                     Err(text) => {
                         return Some(Prepared::Done {
                             status: ResultStatus::Failed,
@@ -1351,6 +1372,12 @@ impl Turn {
                                 }
                                 _ => {}
                             }
+                        }
+                        if let Some(text) = failed_plan {
+                            return Some(Prepared::Done {
+                                status: ResultStatus::Failed,
+                                text,
+                            });
                         }
                         let edited = edited_content.filter(|_| plan.is_some());
                         Some(Prepared::Run {
@@ -1524,6 +1551,7 @@ impl Turn {
                         self.session.engine.config.shell_kill_grace_ms,
                     ),
                     sandbox,
+                    env: self.session.engine.config.command_environment(),
                 };
                 if let Err(cause) = self.session.before_side_effect(&call.id, &call.name).await {
                     self.refuse_unrecorded(call, &cause);

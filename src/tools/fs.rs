@@ -739,12 +739,45 @@ pub fn refuse_protected(ws: &Workspace, p: &crate::workspace::WorkspacePath) -> 
     }
 }
 
-/// Why reading `path` needs the user's approval (it may hold secrets), on the resolved path.
-pub fn secret_read_reason(ws: &Workspace, path: &str) -> Option<String> {
+/// How a tool touches a file that may hold secrets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretAccess {
+    Read,
+    Edit,
+    Write,
+}
+
+impl SecretAccess {
+    fn verb(self) -> &'static str {
+        match self {
+            SecretAccess::Read => "reading",
+            SecretAccess::Edit => "editing",
+            SecretAccess::Write => "writing",
+        }
+    }
+}
+
+/// Why this `access` to `path` needs the user's approval because the file may hold secrets, on
+/// the resolved path (a link cannot hide one). An edit or a write reveals content too (whether
+/// `old_string` is there, whether anything changed), so each of them asks like a read.
+pub fn secret_access_reason(ws: &Workspace, path: &str, access: SecretAccess) -> Option<String> {
     let p = ws.resolve(path).ok()?;
     let resolved = ws.resolved_relative(&p).ok()?;
-    secret_reason(&resolved)
-        .map(|why| format!("reading `{}` needs your approval: {why}", p.display))
+    if access != SecretAccess::Read {
+        // A protected file (`.git/config`) is refused outright when the change is planned;
+        // asking first would only offer an approval that cannot be granted.
+        let absolute = ws.roots()[p.root_index].join(&resolved);
+        if protected_reason(&resolved, &absolute).is_some() {
+            return None;
+        }
+    }
+    secret_reason(&resolved).map(|why| {
+        format!(
+            "{} `{}` needs your approval: {why}",
+            access.verb(),
+            p.display
+        )
+    })
 }
 
 /// Plans edit_file: replace `old_string` with `new_string`, which must be

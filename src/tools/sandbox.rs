@@ -404,7 +404,14 @@ pub fn bwrap_args(
     args.extend([
         "--unshare-pid".into(),
         "--unshare-ipc".into(),
+        // No controlling terminal inside either (tandem's `setsid` covers the outside; this
+        // covers what bubblewrap starts): no `TIOCSTI` into the user's terminal.
+        "--new-session".into(),
         "--die-with-parent".into(),
+        // The private /tmp, whatever TMPDIR tandem itself was given.
+        "--setenv".into(),
+        "TMPDIR".into(),
+        "/tmp".into(),
         "--chdir".into(),
         cwd.display().to_string(),
         "--".into(),

@@ -1,9 +1,17 @@
 //! The shell tool: runs one command line in its own process group, streams its output, and
 //! stops it on request (SIGINT to the group, then SIGKILL after a grace period).
 //!
-//! The command gets its own process group so that a stop reaches every process it started
-//! (`make` and its compilers, a test runner and its workers), not only the shell.
+//! The command gets its own session (and so its own process group) so that a stop reaches every
+//! process it started (`make` and its compilers, a test runner and its workers), not only the
+//! shell, and so that it has no controlling terminal: a command run from `tandem run` in the
+//! user's terminal must not be able to push keystrokes into it with `TIOCSTI` (the user's shell
+//! would run them after tandem exits). Its stdin is `/dev/null`, never a terminal.
+//!
+//! It also gets a minimal environment ([`command_environment`]): tandem's own environment holds
+//! provider API keys and whatever tokens the user exported, and a command the model wrote must
+//! not be able to print them back to the model.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -30,6 +38,51 @@ pub struct ShellRequest {
     /// How to confine the command (bubblewrap, Landlock or both); `None` runs it unconfined
     /// (the engine then asks the user for every command).
     pub sandbox: Option<super::sandbox::Confinement>,
+    /// The command's whole environment (see [`command_environment`]); nothing else is inherited.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+/// Variables a command inherits from tandem's environment by default: what tools need to find
+/// programs, speak the user's language and format output. Everything else (API keys, tokens,
+/// `SSH_AUTH_SOCK`, `DBUS_SESSION_BUS_ADDRESS`) is dropped unless the user names it in the
+/// config's `shell_env`.
+pub const INHERITED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "TZ",
+    "TMPDIR",
+];
+
+/// The environment of a command: the [`INHERITED_ENV`] variables and every `LC_*` one, plus
+/// the `extra` names the user allowed, taken from `source`; a name in `never` (the variables
+/// that hold provider API keys) is dropped even if `extra` lists it.
+pub fn command_environment(
+    source: impl IntoIterator<Item = (OsString, OsString)>,
+    extra: &[String],
+    never: &[String],
+) -> Vec<(OsString, OsString)> {
+    source
+        .into_iter()
+        .filter(|(name, _)| {
+            let Some(name) = name.to_str() else {
+                return false;
+            };
+            if never.iter().any(|n| n == name) {
+                return false;
+            }
+            INHERITED_ENV.contains(&name)
+                || name.starts_with("LC_")
+                || extra.iter().any(|n| n == name)
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,11 +225,23 @@ pub async fn run(
     };
     command
         .current_dir(&request.cwd)
+        .env_clear()
+        .envs(request.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
+    // SAFETY: the closure runs in the forked child before exec and only makes the `setsid`
+    // system call, which is async-signal-safe and allocates nothing.
+    unsafe {
+        command.pre_exec(|| {
+            // A new session: a new process group led by the child (so `kill_process_group`
+            // reaches everything it starts) and no controlling terminal (no `TIOCSTI`).
+            rustix::process::setsid()
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
+    }
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -294,6 +359,7 @@ mod tests {
             timeout: Duration::from_secs(10),
             kill_grace: Duration::from_millis(100),
             sandbox: None,
+            env: command_environment(std::env::vars_os(), &[], &[]),
         }
     }
 

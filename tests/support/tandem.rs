@@ -150,6 +150,8 @@ pub struct TandemOptions {
     pub env: Vec<(String, String)>,
     /// Extra arguments appended after `serve --config F --data-dir D`.
     pub args: Vec<String>,
+    /// The server's working directory (default: the test's), for relative paths in `args`.
+    pub cwd: Option<PathBuf>,
 }
 
 impl TandemOptions {
@@ -179,6 +181,11 @@ impl TandemOptions {
 
     pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> TandemOptions {
         self.env.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> TandemOptions {
+        self.cwd = Some(dir.into());
         self
     }
 
@@ -408,6 +415,9 @@ impl Tandem {
         }
         for (k, v) in &opts.env {
             cmd.env(k, v);
+        }
+        if let Some(dir) = &opts.cwd {
+            cmd.current_dir(dir);
         }
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
