@@ -195,7 +195,7 @@ impl TandemOptions {
     }
 }
 
-/// The provider/model TOML from wire-decisions.md, pointed at the mock:
+/// The provider/model TOML of DESIGN.md §5 (with the catalog fields protocol.md documents), pointed at the mock:
 /// models `mock` (default, name "mock-model"), `mock-2` (name "mock-model-2") and
 /// `mock-vision` (name "mock-vision-model", `vision = true`), all on provider `local`.
 pub fn config_for(mock: &MockLlm) -> String {

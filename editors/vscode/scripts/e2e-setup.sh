@@ -4,6 +4,20 @@
 # second run costs only a few existence checks. Prints the code-server launcher path as its last line.
 set -euo pipefail
 
+# Forget the calling npm's environment first. Under `npm run e2e` this script inherits what that npm (Node 20)
+# exports for its scripts: its whole configuration as npm_config_* (among them
+# npm_config_user_agent="npm/… node/v20…", prefix, node_gyp, local_prefix), npm_package_*, npm_lifecycle_*,
+# npm_execpath, npm_node_execpath, npm_command, INIT_CWD and NODE. A nested npm reads every npm_config_*
+# variable as its own configuration, so the Node 24 npm below passed that user agent on to code-server's
+# postinstall, which takes the Node version from it and refused: "code-server currently requires node v24 …
+# you are on node v20". Settings the user keeps in ~/.npmrc still apply, since the nested npm reads that file
+# itself; what the installs need is set explicitly below.
+for var in $(compgen -e); do
+  case "$var" in
+    npm_* | NPM_* | INIT_CWD | NODE) unset "$var" ;;
+  esac
+done
+
 CACHE="${TANDEM_E2E_CACHE:-$HOME/.cache/tandem-e2e}"
 CODE_SERVER_VERSION="${CODE_SERVER_VERSION:-4.139.1}"
 mkdir -p "$CACHE"
@@ -48,6 +62,11 @@ CS_BIN="$CS_DIR/node_modules/code-server/out/node/entry.js"
 if ! [ -f "$CS_DIR/.installed" ]; then
   log "npm install code-server@$CODE_SERVER_VERSION into $CS_DIR (first run: several minutes)"
   mkdir -p "$CS_DIR"
+  # npm finds its global config file next to the node that runs it, so the Node 24 npm would skip the
+  # machine's (which may name a CA file or a registry mirror): point it at the one the system npm reads.
+  # Asked before PATH changes, so it is the system node's npm that answers.
+  npm_config_globalconfig="$(npm config get globalconfig)"
+  export npm_config_globalconfig
   export PATH="$(dirname "$NODE24"):$PATH"
   export npm_config_nodedir="$NODEDIR"
   # npm runs install scripts with the node that runs npm itself first on PATH, so npm must run

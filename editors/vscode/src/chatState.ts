@@ -50,14 +50,17 @@ export interface Usage {
 }
 
 export interface ChatMeta {
+  /** Unset until the first prompt creates the session (or one is resumed): the chat is a draft until then. */
   sessionId?: string;
+  /** Without a session: the model and mode the first prompt's session/new will use. */
   model?: string;
   mode?: Mode;
   turn: TurnState;
   turnId?: string;
   lastEnd?: { reason: TurnEndReason; error?: string };
   usage?: Usage;
-  server: 'starting' | 'ready' | 'crashed' | 'failed';
+  /** `notStarted`: the extension starts the server on first use, not on activation. */
+  server: 'notStarted' | 'starting' | 'ready' | 'crashed' | 'failed';
   serverMessage?: string;
   sessionStore: boolean;
   models: string[];
@@ -76,7 +79,7 @@ export interface Change {
 
 export class ChatState {
   items: ChatItem[] = [];
-  meta: ChatMeta = { turn: 'idle', server: 'starting', sessionStore: false, models: [] };
+  meta: ChatMeta = { turn: 'idle', server: 'notStarted', sessionStore: false, models: [] };
   private nextId = 1;
   private lastSeq = 0;
   private readonly toolIndex = new Map<string, number>();
@@ -87,14 +90,14 @@ export class ChatState {
     return { items: this.items, meta: this.meta };
   }
 
-  /** Clears the conversation (new or loaded session); keeps server info. */
+  /** Clears the conversation for a loaded session, or without one for a draft; keeps server info. */
   reset(session?: { sessionId: string; model: string; mode: Mode }): void {
     this.items = [];
     this.toolIndex.clear();
     this.requestIndex.clear();
     this.currentAssistant = -1;
     this.lastSeq = 0;
-    this.meta = { ...this.meta, turn: 'idle', turnId: undefined, lastEnd: undefined, usage: undefined };
+    this.meta = { ...this.meta, sessionId: undefined, turn: 'idle', turnId: undefined, lastEnd: undefined, usage: undefined };
     if (session) Object.assign(this.meta, { sessionId: session.sessionId, model: session.model, mode: session.mode });
   }
 

@@ -1,5 +1,6 @@
 // The chat webview view (`tandem.chat` in the tandem activity-bar container): builds its HTML with a strict
-// CSP, wires the ready handshake to the ViewBridge and forwards the webview's messages to the controller.
+// CSP, wires the ready handshake to the ViewBridge, forwards the webview's messages to the controller and
+// reports when VS Code first shows the view (it resolves a view only when it becomes visible).
 import * as crypto from 'node:crypto';
 import * as vscode from 'vscode';
 import type { ViewBridge } from './viewBridge';
@@ -23,6 +24,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
     private readonly extensionUri: vscode.Uri,
     private readonly bridge: ViewBridge,
     private readonly onMessage: (m: WebviewMessage) => void,
+    private readonly onResolved: () => void = () => {},
   ) {}
 
   get visible(): boolean {
@@ -46,6 +48,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
       }
     });
     view.webview.html = this.html(view.webview, dist, media);
+    this.onResolved();
   }
 
   /** Focuses the prompt box (after the view is shown). */
@@ -77,7 +80,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
 <header id="bar">
   <button id="model" class="chip" title="Switch model" data-testid="model">—</button>
   <button id="mode" class="chip" title="Set permission mode" data-testid="mode">—</button>
-  <span id="turn" class="turn" data-testid="turn-state">starting server…</span>
+  <span id="turn" class="turn" data-testid="turn-state">…</span>
   <button id="new" class="chip" title="New session" data-testid="new-session">+</button>
 </header>
 <div id="banner" class="banner" data-testid="banner" hidden></div>

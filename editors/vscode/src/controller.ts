@@ -1,6 +1,10 @@
 // The extension's core: owns the supervised server, the current session and its ChatState, and implements
 // every user action (prompt, steer, stop, approve, deny, answer, switch model, set mode, sessions). The chat
 // view, the commands, the diff editor's title actions and the status bar all call into this one place.
+// Nothing is started ahead of use: the server starts when something needs it (the chat view shown, a prompt,
+// the model or session pickers), and a session is created by the first prompt. Until then the chat is a
+// draft whose model and mode go into that session/new. Why: every VS Code window activates the extension it
+// uses, and an eager start spawned a server per window and stored an empty session each time.
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
@@ -25,6 +29,10 @@ export class Controller implements vscode.Disposable {
   private readonly supervisor: Supervisor;
   private client?: TandemClient;
   private init?: InitializeResult;
+  /** Model and mode picked while there is no session yet; the first prompt's session/new takes them. */
+  private draft: { model?: string; mode?: Mode } = {};
+  /** The session/new in flight, so prompts sent before it answers share one session. */
+  private creating?: Promise<string>;
   private cwd = os.homedir();
   /** Lets the chat view reveal itself (set by extension.ts). */
   revealChat: (focusInput?: boolean) => void = () => {};
@@ -37,10 +45,11 @@ export class Controller implements vscode.Disposable {
     this.status.command = 'tandem.openChat';
     this.status.show();
     this.supervisor = new Supervisor(() => this.launchOptions(), {
-      started: (client, init, restart) => this.onStarted(client, init, restart),
+      started: (client, init) => this.onStarted(client, init),
       crashed: (info, willRestart, attempt) => this.onCrashed(info, willRestart, attempt),
       failed: (err) => this.onFailed(err),
     });
+    this.showDraft();
     this.refreshUi({ items: [], meta: true });
   }
 
@@ -64,34 +73,69 @@ export class Controller implements vscode.Disposable {
     };
   }
 
+  /** Whether the server was ever started in this window (activation alone does not start it). */
+  get started(): boolean {
+    return this.state.meta.server !== 'notStarted';
+  }
+
   start(): Promise<unknown> {
     this.setServer('starting');
     return this.supervisor.start();
   }
 
+  /** Starts the server unless that happened already: the chat view calls it when first shown, for the model list. */
+  ensureStarted(): void {
+    if (!this.started) void this.start();
+  }
+
   async restart(): Promise<void> {
+    if (!this.started) {
+      await this.start();
+      return;
+    }
     this.setServer('starting', 'Restarting the tandem server…');
     this.dropPending();
     await this.supervisor.restart();
   }
 
-  private async onStarted(client: TandemClient, init: InitializeResult, restart: boolean): Promise<void> {
+  /**
+   * The running server, started here on first use. A start in progress (the chat view's, or a crash
+   * restart's) is awaited, not duplicated. A failed or given-up server is not started again behind the
+   * user's back: the error says what to fix and how to restart.
+   */
+  private async server(): Promise<TandemClient> {
+    if (!this.started) {
+      await this.start();
+      // onFailed already told the user why, with Open Settings / Retry: one message is enough.
+      if (!this.client?.running) throw new ReportedError(this.state.meta.serverMessage ?? 'The tandem server did not start.');
+    } else {
+      await this.supervisor.pending;
+    }
+    return this.requireClient();
+  }
+
+  private async onStarted(client: TandemClient, init: InitializeResult): Promise<void> {
     this.client = client;
     this.init = init;
+    // A session exists only if this is a restart of a server that had one.
     const previous = this.state.meta.sessionId;
     this.output.appendLine(`[tandem-vscode] server ${init.serverInfo.name} ${init.serverInfo.version} pid ${client.pid} ready (${init.models.length} models)`);
     client.onEvent((e) => this.onEvent(e));
-    void vscode.commands.executeCommand('setContext', 'tandem.sessionStore', !!init.capabilities.sessionStore);
+    // Negated so the Sessions command stays in the palette before the server runs and can tell.
+    void vscode.commands.executeCommand('setContext', 'tandem.noSessionStore', !init.capabilities.sessionStore);
     this.state.setMeta({ server: 'ready', serverMessage: undefined, sessionStore: !!init.capabilities.sessionStore, models: init.models.map((m) => m.id) });
-    try {
-      if (restart && previous && init.capabilities.sessionStore) {
+    if (!previous) {
+      this.showDraft();
+    } else if (init.capabilities.sessionStore) {
+      try {
         await this.loadSession(previous);
         this.publish(this.state.addNotice('info', 'The tandem server was restarted; this session was resumed from its store.'));
-      } else {
-        await this.newSession(restart && previous ? 'The tandem server was restarted; this is a new session (the server keeps no session store yet).' : undefined);
+      } catch (err) {
+        this.resetToDraft(`The tandem server was restarted but could not resume this session (${msg(err)}); the next prompt starts a new one.`);
       }
-    } catch (err) {
-      this.showError(`tandem started but could not open a session: ${msg(err)}`);
+    } else {
+      // No store to resume from. The next prompt creates the new session, as after "New Session".
+      this.resetToDraft('The tandem server was restarted; the next prompt starts a new session (the server keeps no session store yet).');
     }
     this.refreshUi({ items: [], meta: true });
   }
@@ -148,28 +192,62 @@ export class Controller implements vscode.Disposable {
   }
 
   private requireSession(): { client: TandemClient; sessionId: string } {
-    const client = this.requireClient();
     const sessionId = this.state.meta.sessionId;
-    if (!sessionId) throw new Error('No tandem session is open yet. Run "tandem: New Session".');
-    return { client, sessionId };
+    if (!sessionId) throw new Error('No tandem session is open yet: the first prompt starts one.');
+    return { client: this.requireClient(), sessionId };
   }
 
-  async newSession(notice?: string): Promise<void> {
-    const client = this.requireClient();
-    if (this.state.meta.turn !== 'idle' && this.state.meta.sessionId) await client.stop(this.state.meta.sessionId).catch(() => undefined);
+  private defaultMode(): Mode {
+    return vscode.workspace.getConfiguration('tandem').get<Mode>('defaultMode') ?? 'ask';
+  }
+
+  private knownModel(id: string | undefined): string | undefined {
+    return id && this.init?.models.some((m) => m.id === id) ? id : undefined;
+  }
+
+  /** Shows what the first prompt's session will use: the picked model and mode, else the defaults. */
+  private showDraft(): void {
+    const model = this.init ? (this.knownModel(this.draft.model) ?? this.init.defaultModel) : this.draft.model;
+    this.publish(this.state.setMeta({ model, mode: this.draft.mode ?? this.defaultMode() }));
+  }
+
+  /** An empty chat with no session yet; the model in use carries over to the next session, the mode does not. */
+  private resetToDraft(notice?: string): void {
     this.dropPending();
-    const mode = vscode.workspace.getConfiguration('tandem').get<Mode>('defaultMode') ?? 'ask';
-    const s = await client.newSession(this.cwd, this.state.meta.model && this.init?.models.some((m) => m.id === this.state.meta.model) ? this.state.meta.model : undefined, mode);
-    this.state.reset(s);
+    this.draft = { model: this.state.meta.model };
+    this.state.reset();
     if (notice) this.state.addNotice('info', notice);
+    this.showDraft();
     this.bridge.resync();
     this.refreshUi({ items: [], meta: true });
+  }
+
+  /** "New Session": stops a running turn and empties the chat; the server sees nothing until the next prompt. */
+  async newSession(): Promise<void> {
+    const { sessionId, turn } = this.state.meta;
+    if (sessionId && turn !== 'idle' && this.client?.running) await this.client.stop(sessionId).catch(() => undefined);
+    this.resetToDraft();
+  }
+
+  /** The current session, created by session/new when there is none (the first prompt of a draft). */
+  private session(client: TandemClient): Promise<string> {
+    const current = this.state.meta.sessionId;
+    if (current) return Promise.resolve(current);
+    this.creating ??= (async () => {
+      const s = await client.newSession(this.cwd, this.knownModel(this.draft.model), this.draft.mode ?? this.defaultMode());
+      // Not a reset: notices shown in the draft (a restart, an error) stay above the first prompt.
+      this.publish(this.state.setMeta({ sessionId: s.sessionId, model: s.model, mode: s.mode }));
+      this.draft = {};
+      return s.sessionId;
+    })().finally(() => (this.creating = undefined));
+    return this.creating;
   }
 
   async loadSession(sessionId: string): Promise<void> {
     const client = this.requireClient();
     const s = await client.loadSession(sessionId);
     this.dropPending();
+    this.draft = {};
     this.state.reset({ sessionId: s.sessionId, model: s.model, mode: s.mode });
     this.state.loadHistory(s.messages ?? []);
     this.bridge.resync();
@@ -177,7 +255,7 @@ export class Controller implements vscode.Disposable {
   }
 
   async pickSession(): Promise<void> {
-    const client = this.requireClient();
+    const client = await this.server();
     if (!this.init?.capabilities.sessionStore) {
       throw new Error('This tandem server keeps no session store yet, so past sessions cannot be resumed. Update tandem.');
     }
@@ -201,6 +279,8 @@ export class Controller implements vscode.Disposable {
   // ---- events -----------------------------------------------------------------------------------------
 
   private onEvent(e: SessionEvent): void {
+    // A draft has no session, so any event belongs to one left behind (a turn stopped by New Session).
+    if (!this.state.meta.sessionId) return;
     const change = this.state.apply(e);
     this.publish(change);
     switch (e.type) {
@@ -248,14 +328,19 @@ export class Controller implements vscode.Disposable {
     const icon =
       m.server === 'failed' || m.server === 'crashed'
         ? '$(error)'
-        : m.server === 'starting'
+        : m.server === 'notStarted'
+          ? '$(hubot)'
+          : m.server === 'starting'
           ? '$(loading~spin)'
           : m.turn === 'running'
             ? '$(sync~spin)'
             : m.turn === 'idle'
               ? '$(hubot)'
               : '$(bell-dot)';
-    const turn = m.server !== 'ready' ? (m.server === 'starting' ? 'starting' : 'server down') : { idle: 'idle', running: 'running', awaitingApproval: 'approval needed', awaitingAnswer: 'question' }[m.turn];
+    const turn =
+      m.server !== 'ready'
+        ? { notStarted: 'not started', starting: 'starting', crashed: 'server down', failed: 'server down' }[m.server]
+        : { idle: 'idle', running: 'running', awaitingApproval: 'approval needed', awaitingAnswer: 'question' }[m.turn];
     this.status.text = `${icon} tandem: ${m.model ?? '—'} · ${turn}`;
     this.status.tooltip = `tandem — model ${m.model ?? 'none'}, mode ${m.mode ?? '—'}, turn ${turn}. Click to open the chat.`;
     this.status.backgroundColor =
@@ -265,8 +350,9 @@ export class Controller implements vscode.Disposable {
   // ---- actions ----------------------------------------------------------------------------------------
 
   async prompt(text: string, selection?: SelectionContext): Promise<void> {
-    const { client, sessionId } = this.requireSession();
-    if (this.state.meta.turn !== 'idle') return this.steer(text);
+    if (this.state.meta.sessionId && this.state.meta.turn !== 'idle') return this.steer(text);
+    const client = await this.server();
+    const sessionId = await this.session(client);
     const content = promptWithSelection(text, selection);
     this.publish(this.state.addUser(selection ? `${text}\n(with the selection from ${selection.path})` : text));
     try {
@@ -282,6 +368,7 @@ export class Controller implements vscode.Disposable {
   }
 
   async steer(text: string): Promise<void> {
+    if (!this.state.meta.sessionId) throw new Error('No turn is running, so there is nothing to steer: send it as a prompt instead.');
     const { client, sessionId } = this.requireSession();
     try {
       await client.steer(sessionId, text);
@@ -293,6 +380,10 @@ export class Controller implements vscode.Disposable {
   }
 
   async stop(): Promise<void> {
+    if (!this.state.meta.sessionId) {
+      void vscode.window.setStatusBarMessage('tandem: no turn was running', 3000);
+      return;
+    }
     const { client, sessionId } = this.requireSession();
     const r = await client.stop(sessionId);
     if (!r.stopped) void vscode.window.setStatusBarMessage('tandem: no turn was running', 3000);
@@ -300,6 +391,7 @@ export class Controller implements vscode.Disposable {
 
   /** Re-runs the last turn after a provider error (the server refuses otherwise). */
   async retry(): Promise<void> {
+    if (!this.state.meta.sessionId) throw new Error('Nothing to retry: no turn has run in this chat yet.');
     const { client, sessionId } = this.requireSession();
     try {
       await client.retry(sessionId);
@@ -349,8 +441,9 @@ export class Controller implements vscode.Disposable {
     this.refreshUi({ items: [], meta: true });
   }
 
+  /** Without a session the pick is remembered for the first prompt's session/new; the list needs the server. */
   async pickModel(): Promise<void> {
-    const { client, sessionId } = this.requireSession();
+    const client = await this.server();
     const models = this.init?.models ?? [];
     const pick = await vscode.window.showQuickPick(
       models.map((m) => ({
@@ -361,18 +454,30 @@ export class Controller implements vscode.Disposable {
       { title: 'Switch the tandem model', placeHolder: `Current: ${this.state.meta.model ?? 'none'}` },
     );
     if (!pick) return;
+    const sessionId = this.state.meta.sessionId;
+    if (!sessionId) {
+      this.draft.model = pick.label;
+      this.showDraft();
+      return;
+    }
     const r = await client.switchModel(sessionId, pick.label);
     this.publish(this.state.setMeta({ model: r.model }));
     if (r.warning) void vscode.window.showWarningMessage(`tandem: ${r.warning}`);
   }
 
+  /** Without a session the pick is remembered for the first prompt's session/new (no server needed). */
   async pickMode(): Promise<void> {
-    const { client, sessionId } = this.requireSession();
     const pick = await vscode.window.showQuickPick(
       MODES.map((m) => ({ label: m, description: m === this.state.meta.mode ? 'current' : '', detail: MODE_DESCRIPTIONS[m] })),
       { title: 'Set the tandem permission mode' },
     );
     if (!pick) return;
+    if (!this.state.meta.sessionId) {
+      this.draft.mode = pick.label as Mode;
+      this.showDraft();
+      return;
+    }
+    const { client, sessionId } = this.requireSession();
     await client.setMode(sessionId, pick.label as Mode);
     this.publish(this.state.setMeta({ mode: pick.label as Mode }));
   }
@@ -393,6 +498,9 @@ export class Controller implements vscode.Disposable {
     await this.supervisor.dispose();
   }
 }
+
+/** A failure the user was already shown (with its actions), so a command that hit it adds no second message. */
+export class ReportedError extends Error {}
 
 export function msg(err: unknown): string {
   return err instanceof Error ? err.message : String(err);

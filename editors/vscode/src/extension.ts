@@ -1,9 +1,11 @@
-// Extension entry point: creates the controller and the chat view, registers the commands (palette,
-// keybindings, editor-title actions on the diff) and starts `tandem serve`; deactivate stops it.
+// Extension entry point: creates the controller and the chat view and registers the commands (palette,
+// keybindings, editor-title actions on the diff); deactivate stops the server. Activation starts nothing:
+// package.json activates on the chat view and the commands only, the server starts when the chat view is
+// first shown or a command needs it, and the first prompt creates the session (see controller.ts).
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { ChatViewProvider, type WebviewMessage } from './chatView';
-import { Controller, msg } from './controller';
+import { Controller, msg, ReportedError } from './controller';
 import { askQuestion } from './questions';
 import type { SelectionContext } from './promptContext';
 import type { Decision } from './protocol';
@@ -15,7 +17,9 @@ export function activate(context: vscode.ExtensionContext): void {
   const c = new Controller(context, output);
   controller = c;
 
-  const view = new ChatViewProvider(context.extensionUri, c.bridge, (m) => void onWebviewMessage(c, m));
+  // Shown, the chat needs the server's models for its header, and a broken setup is reported while the user
+  // looks at it rather than after they typed a prompt.
+  const view = new ChatViewProvider(context.extensionUri, c.bridge, (m) => void onWebviewMessage(c, m), () => c.ensureStarted());
   context.subscriptions.push(
     output,
     vscode.window.registerWebviewViewProvider(ChatViewProvider.viewId, view, { webviewOptions: { retainContextWhenHidden: true } }),
@@ -36,7 +40,7 @@ export function activate(context: vscode.ExtensionContext): void {
         try {
           await fn(...args);
         } catch (err) {
-          c.showError(msg(err));
+          if (!(err instanceof ReportedError)) c.showError(msg(err));
         }
       }),
     );
@@ -104,14 +108,13 @@ export function activate(context: vscode.ExtensionContext): void {
 
   context.subscriptions.push(
     vscode.workspace.onDidChangeConfiguration((e) => {
-      if (e.affectsConfiguration('tandem.serverPath') || e.affectsConfiguration('tandem.configFile')) {
+      // A server not started yet reads the new settings when it starts.
+      if (c.started && (e.affectsConfiguration('tandem.serverPath') || e.affectsConfiguration('tandem.configFile'))) {
         void vscode.window.showInformationMessage('tandem settings changed: restarting the server.');
         void c.restart();
       }
     }),
   );
-
-  void c.start();
 }
 
 async function onWebviewMessage(c: Controller, m: WebviewMessage): Promise<void> {
@@ -136,7 +139,7 @@ async function onWebviewMessage(c: Controller, m: WebviewMessage): Promise<void>
         return;
     }
   } catch (err) {
-    c.showError(msg(err));
+    if (!(err instanceof ReportedError)) c.showError(msg(err));
   }
 }
 

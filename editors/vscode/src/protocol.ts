@@ -1,4 +1,4 @@
-// Types of tandem's native JSON-RPC protocol v1 (DESIGN.md §3 and notes/wire-decisions.md), client side.
+// Types of tandem's native JSON-RPC protocol v1 (protocol.md at the repository root, and DESIGN.md §3), client side.
 // Kept free of any `vscode` import so the client, the state reducer and the tests can use them under plain node.
 
 export const PROTOCOL_VERSION = 1;

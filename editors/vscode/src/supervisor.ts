@@ -37,6 +37,15 @@ export class Supervisor {
     return this.client?.running ? this.client : undefined;
   }
 
+  /**
+   * The start in progress, if any. A caller that needs the server waits for this instead of calling start():
+   * during a crash restart's backoff no start is in progress yet, and a second start would leave the timer's
+   * process unowned.
+   */
+  get pending(): Promise<TandemClient | undefined> | undefined {
+    return this.starting;
+  }
+
   /** Starts (or restarts on demand) the server; resolves undefined when the start failed (hooks.failed ran). */
   start(restart = false): Promise<TandemClient | undefined> {
     if (this.starting) return this.starting;

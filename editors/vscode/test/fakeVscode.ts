@@ -116,6 +116,14 @@ export const fake = {
   statusBar: { text: '', tooltip: '', command: '' as unknown, backgroundColor: undefined as unknown, name: '', show() {}, dispose() {} },
   output: [] as string[],
   workspaceFolder: undefined as string | undefined,
+  configListeners: [] as ((e: { affectsConfiguration(section: string): boolean }) => void)[],
+  /** Changes settings as the Settings editor does: stores them, then fires onDidChangeConfiguration. */
+  changeSettings(values: Record<string, unknown>): void {
+    for (const [k, v] of Object.entries(values)) this.settings.set(k, v);
+    const keys = Object.keys(values);
+    const e = { affectsConfiguration: (section: string) => keys.some((k) => k === section || k.startsWith(`${section}.`)) };
+    for (const l of [...this.configListeners]) l(e);
+  },
   reset(): void {
     this.settings.clear();
     this.commands.clear();
@@ -130,6 +138,7 @@ export const fake = {
     this.tabs.length = 0;
     this.webviewProviders.clear();
     this.output.length = 0;
+    this.configListeners.length = 0;
   },
 };
 
@@ -159,7 +168,10 @@ export const workspace = {
     fake.contentProviders.set(scheme, p);
     return new Disposable(() => fake.contentProviders.delete(scheme));
   },
-  onDidChangeConfiguration: () => new Disposable(),
+  onDidChangeConfiguration(l: (e: { affectsConfiguration(section: string): boolean }) => void) {
+    fake.configListeners.push(l);
+    return new Disposable(() => fake.configListeners.splice(fake.configListeners.indexOf(l), 1));
+  },
   getWorkspaceFolder: () => workspace.workspaceFolders?.[0],
   async openTextDocument(uri: Uri) {
     let d = fake.textDocuments.find((x) => x.uri.toString() === uri.toString());

@@ -158,13 +158,20 @@ const TURN_LABEL: Record<string, string> = {
   awaitingAnswer: 'waiting for your answer',
 };
 
+const SERVER_LABEL: Record<Exclude<ChatMeta['server'], 'ready'>, string> = {
+  notStarted: 'server not started',
+  starting: 'starting server…',
+  crashed: 'server down',
+  failed: 'server down',
+};
+
 function renderMeta(): void {
   if (!meta) return;
   const running = meta.turn !== 'idle';
   $('#model').textContent = meta.model ?? '—';
   $('#mode').textContent = meta.mode ?? '—';
   const turn = $('#turn');
-  turn.textContent = meta.server === 'ready' ? TURN_LABEL[meta.turn] : meta.server === 'starting' ? 'starting server…' : 'server down';
+  turn.textContent = meta.server === 'ready' ? TURN_LABEL[meta.turn] : SERVER_LABEL[meta.server];
   turn.dataset.state = meta.server === 'ready' ? meta.turn : meta.server;
   const banner = $('#banner');
   banner.textContent = meta.serverMessage ?? '';

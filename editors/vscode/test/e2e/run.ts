@@ -1,7 +1,10 @@
 // End-to-end test in a real VS Code: installs what is missing (scripts/e2e-setup.sh), starts code-server with
 // a fresh profile and the packaged .vsix, points tandem at the mock LLM, and drives Debian's Chromium through
-// the scenario with playwright-core: open the chat, prompt, streamed Markdown, diff editor for a write, edit
-// the proposal and click Allow, file on disk; a prompt stopped mid-stream; a write denied with a reason.
+// the scenario with playwright-core: a tandem command that needs no server starts none, opening the chat
+// starts one server and no session, the first prompt creates the one session; prompt, streamed Markdown, diff
+// editor for a write, edit the proposal and click Allow, file on disk; a prompt stopped mid-stream; a write
+// denied with a reason; New Session. The server is launched through a transparent tap (see writeTap) that
+// logs each launch and each request method, which is how the test sees what the extension starts.
 // Saves screenshots to e2e-artifacts/ and prints "N passed, N failed".
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -78,6 +81,57 @@ async function waitHttp(url: string, timeoutMs: number): Promise<void> {
   throw new Error(`code-server did not answer ${url} within ${timeoutMs} ms`);
 }
 
+/**
+ * Writes the program that VS Code runs as `tandem.serverPath`: it appends one JSON line per launch and per
+ * JSON-RPC request it forwards (Content-Length frames on stdin) to `log`, and otherwise passes stdin, stdout,
+ * stderr and the exit status through to the real binary. Seeing the requests on the way in is what lets the
+ * test say "no session/new was sent", independent of what the server's session/list chooses to list.
+ */
+function writeTap(dir: string, real: string, log: string): string {
+  const tap = path.join(dir, 'tandem-tap.js');
+  fs.writeFileSync(
+    tap,
+    `#!${process.execPath}
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const note = (o) => fs.appendFileSync(${JSON.stringify(log)}, JSON.stringify(o) + '\\n');
+note({ launch: process.pid, args: process.argv.slice(2) });
+const child = spawn(${JSON.stringify(real)}, process.argv.slice(2), { stdio: ['pipe', 'inherit', 'inherit'] });
+child.stdin.on('error', () => {});
+let buf = Buffer.alloc(0);
+process.stdin.on('data', (chunk) => {
+  child.stdin.write(chunk);
+  buf = Buffer.concat([buf, chunk]);
+  for (;;) {
+    const end = buf.indexOf('\\r\\n\\r\\n');
+    const length = end < 0 ? NaN : Number(/content-length: *(\\d+)/i.exec(buf.subarray(0, end).toString())?.[1]);
+    if (Number.isNaN(length) || buf.length < end + 4 + length) break;
+    const message = JSON.parse(buf.subarray(end + 4, end + 4 + length).toString());
+    if (message.method) note({ method: message.method, params: message.params });
+    buf = buf.subarray(end + 4 + length);
+  }
+});
+process.stdin.on('end', () => child.stdin.end());
+for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) process.on(sig, () => child.kill(sig));
+child.on('exit', (code, signal) => process.exit(code ?? 128 + (os.constants.signals[signal] ?? 0)));
+`,
+    { mode: 0o755 },
+  );
+  return tap;
+}
+
+interface TapRecord {
+  launch?: number;
+  method?: string;
+  params?: any;
+}
+
+function tapRecords(log: string): TapRecord[] {
+  if (!fs.existsSync(log)) return [];
+  return fs.readFileSync(log, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as TapRecord);
+}
+
 function setup(): string {
   log('installing prerequisites (idempotent): scripts/e2e-setup.sh');
   const r = spawnSync('bash', [path.join(EXT_DIR, 'scripts', 'e2e-setup.sh')], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
@@ -118,6 +172,9 @@ async function main(): Promise<number> {
   fs.writeFileSync(path.join(ws, 'README.md'), '# e2e workspace\n');
   const cfg = path.join(root, 'tandem.toml');
   fs.writeFileSync(cfg, llm.config());
+  const tapLog = path.join(root, 'tap.jsonl');
+  const tap = writeTap(root, TANDEM_BIN, tapLog);
+  const tandemHome = path.join(root, 'tandem-home');
   fs.writeFileSync(
     path.join(userData, 'User', 'settings.json'),
     JSON.stringify(
@@ -130,7 +187,7 @@ async function main(): Promise<number> {
         'extensions.autoUpdate': false,
         'telemetry.telemetryLevel': 'off',
         'chat.disableAIFeatures': true,
-        'tandem.serverPath': TANDEM_BIN,
+        'tandem.serverPath': tap,
         'tandem.configFile': cfg,
       },
       null,
@@ -142,7 +199,7 @@ async function main(): Promise<number> {
   const common = ['--config', csConfig, '--user-data-dir', userData, '--extensions-dir', extDir];
 
   log('installing the .vsix into code-server');
-  const inst = spawnSync(codeServer, [...common, '--install-extension', VSIX], { encoding: 'utf8', env: { ...process.env, TANDEM_HOME: path.join(root, 'tandem-home') } });
+  const inst = spawnSync(codeServer, [...common, '--install-extension', VSIX], { encoding: 'utf8', env: { ...process.env, TANDEM_HOME: tandemHome } });
   if (inst.status !== 0 || !/was successfully installed/.test(inst.stdout + inst.stderr)) {
     throw new Error(`code-server --install-extension failed (${inst.status}): ${inst.stdout}${inst.stderr}`);
   }
@@ -152,7 +209,7 @@ async function main(): Promise<number> {
   const cs: ChildProcess = spawn(
     codeServer,
     [...common, '--bind-addr', `127.0.0.1:${port}`, '--auth', 'none', '--disable-telemetry', '--disable-update-check', '--reconnection-grace-time', '5', ws],
-    { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TANDEM_HOME: path.join(root, 'tandem-home') } },
+    { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TANDEM_HOME: tandemHome } },
   );
   const csLog = fs.createWriteStream(path.join(ARTIFACTS, 'code-server.log'));
   cs.stdout!.pipe(csLog);
@@ -170,7 +227,7 @@ async function main(): Promise<number> {
     const page = browser.pages()[0] ?? (await browser.newPage());
     page.setDefaultTimeout(STEP_TIMEOUT);
     await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(ws)}`);
-    await scenario(page, llm, ws);
+    await scenario(page, llm, ws, { log: tapLog, home: tandemHome });
   } finally {
     await browser?.close().catch(() => undefined);
     // code-server runs detached in its own process group (with the extension host and tandem under it).
@@ -198,14 +255,40 @@ async function main(): Promise<number> {
   return failed === 0 ? 0 : 1;
 }
 
-async function scenario(page: Page, llm: MockLlm, ws: string): Promise<void> {
+async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: string; home: string }): Promise<void> {
   const c = chat(page);
+  const launches = () => tapRecords(server.log).filter((r) => r.launch !== undefined).length;
+  const sessionNews = () => tapRecords(server.log).filter((r) => r.method === 'session/new');
+  const expectCounts = (want: { launches: number; sessionNew: number }) => {
+    const got = { launches: launches(), sessionNew: sessionNews().length };
+    if (got.launches !== want.launches || got.sessionNew !== want.sessionNew) {
+      throw new Error(`expected ${JSON.stringify(want)}, the tap saw ${JSON.stringify(got)}: ${fs.existsSync(server.log) ? fs.readFileSync(server.log, 'utf8') : '(no log)'}`);
+    }
+  };
 
   await check('VS Code loads the workbench', async () => {
     await page.locator('.monaco-workbench').waitFor({ timeout: 90_000 });
     await page.locator('.activitybar').waitFor();
   });
   await screenshot(page, 'workbench');
+
+  await check('a tandem command that needs no server activates the extension without starting one', async () => {
+    // Show Server Log activates the extension (onCommand) in a window whose chat was never shown. The status
+    // bar item exists only once activation ran, and "not started" is the state it is created in: an eager
+    // start (the old onStartupFinished behaviour) shows "starting" at once instead.
+    // The icon shows once the workbench registered the extension's contributions, so the palette lists them.
+    await page.locator('.activitybar [aria-label^="tandem"]').first().waitFor({ timeout: 60_000 });
+    await page.keyboard.press('F1');
+    const input = page.locator('.quick-input-widget input');
+    await input.waitFor({ state: 'visible' });
+    await input.fill('>tandem: Show Server Log');
+    await page.locator('.quick-input-list .monaco-list-row.focused', { hasText: 'Show Server Log' }).waitFor();
+    await page.keyboard.press('Enter');
+    await page.locator('.statusbar-item', { hasText: /tandem: .* not started/ }).first().waitFor();
+    expectCounts({ launches: 0, sessionNew: 0 });
+    if (fs.existsSync(server.home)) throw new Error(`the data dir ${server.home} was created, so a server ran`);
+  });
+  await screenshot(page, 'activated-not-started');
 
   const opened = await check('the tandem activity-bar container opens the chat view', async () => {
     const icon = page.locator('.activitybar [aria-label^="tandem"]').first();
@@ -225,6 +308,10 @@ async function scenario(page: Page, llm: MockLlm, ws: string): Promise<void> {
   });
   await screenshot(page, 'chat-open');
 
+  await check('showing the chat started one server and created no session', async () => {
+    expectCounts({ launches: 1, sessionNew: 0 });
+  });
+
   // ---- 1: prompt, streamed Markdown, diff review, edit the proposal, Allow from the editor title --------
   const hold1 = gate();
   llm.enqueue(
@@ -242,6 +329,10 @@ async function scenario(page: Page, llm: MockLlm, ws: string): Promise<void> {
   });
   await screenshot(page, 'streaming');
   hold1.open();
+
+  await check('the first prompt created exactly one session', async () => {
+    expectCounts({ launches: 1, sessionNew: 1 });
+  });
 
   await check('the write opens vscode.diff with the proposed content, and the chat card asks for approval', async () => {
     await c.locator('[data-testid=tool-card][data-status=awaitingApproval]').waitFor();
@@ -329,6 +420,25 @@ async function scenario(page: Page, llm: MockLlm, ws: string): Promise<void> {
     await c.locator('[data-testid=tool-card][data-status=denied]').waitFor();
     await c.locator('[data-testid=tool-card][data-status=completed]').waitFor();
   });
+
+  await check('New Session empties the chat without a request; the next prompt creates the second session', async () => {
+    expectCounts({ launches: 1, sessionNew: 1 });
+    await c.locator('[data-testid=new-session]').click();
+    await c.locator('[data-testid=user-message]').first().waitFor({ state: 'detached' });
+    await c.locator('[data-testid=model]', { hasText: 'mock' }).waitFor();
+    await c.locator('[data-testid=turn-state][data-state=idle]').waitFor();
+    expectCounts({ launches: 1, sessionNew: 1 });
+    llm.enqueue({ steps: [say('A fresh start.')] });
+    await c.locator('[data-testid=prompt]').fill('Start over');
+    await c.locator('[data-testid=prompt]').press('Enter');
+    await c.locator('[data-testid=assistant-message]', { hasText: 'A fresh start.' }).waitFor();
+    await c.locator('[data-testid=turn-state][data-state=idle]').waitFor();
+    expectCounts({ launches: 1, sessionNew: 2 });
+    const [first, second] = sessionNews();
+    if (first.params?.cwd !== ws || second.params?.cwd !== ws) throw new Error(`session/new for another folder: ${JSON.stringify(sessionNews())}`);
+    if ((await c.locator('[data-testid=user-message]').count()) !== 1) throw new Error('the new chat shows messages of the old session');
+  });
+  await screenshot(page, 'new-session');
 
   await check('the command palette lists the tandem commands', async () => {
     await page.keyboard.press('F1');

@@ -1,15 +1,19 @@
 // Integration tests of the whole extension (activate → controller → commands → diff review → webview
 // protocol) inside the fake `vscode` host, against the real tandem binary and the mock LLM. They check what a
 // user would see: the diff editor opens, edits on its proposed side are what lands on disk, commands and the
-// webview's buttons drive approvals, stop and steering, and crashes are reported and recovered from.
+// webview's buttons drive approvals, stop and steering, and crashes are reported and recovered from. What
+// the extension starts is observed where it happens: every spawn of the binary and every request on the wire,
+// so "activation starts no server" and "the first prompt creates one session" are facts, not inferences.
 import '../vscodeHook';
 import { after, afterEach, before, describe, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import childProcess = require('node:child_process');
 import { fake, Uri, type FakeDocument } from '../fakeVscode';
 import { MockLlm, call, gate, say, waitFor } from '../mockLlm';
 import { tempDir, TANDEM_BIN, requireBinary } from './harness';
+import { TandemClient } from '../../src/client';
 import * as ext from '../../src/extension';
 
 const EXT_DIR = path.resolve(__dirname, '..', '..', '..');
@@ -19,30 +23,50 @@ interface FakeView {
   send(m: unknown): void;
 }
 
-/** Activates the extension the way VS Code does and attaches a fake chat webview to it. */
-async function activate(settings: Record<string, unknown>): Promise<{ view: FakeView; ws: string }> {
+/** The server processes the extension spawned (argv of each) and the requests it sent, in order. */
+const spawned: string[][] = [];
+const sent: { method: string; params: any }[] = [];
+/** The clients that sent those requests, to listen to their events too. */
+const clients = new Set<TandemClient>();
+/** Set by a test to make the server's answer to `stop` fail (a stop that does not get through). */
+let failStop = false;
+const sentOf = (method: string) => sent.filter((r) => r.method === method);
+
+/**
+ * Activates the extension the way VS Code does. Unless `showView` is false, VS Code also shows the chat
+ * (it resolves a webview view when it becomes visible), which `show()` does later otherwise.
+ */
+async function activate(
+  settings: Record<string, unknown>,
+  opts: { showView?: boolean; ws?: string } = {},
+): Promise<{ view: FakeView; ws: string; show(): void }> {
   fake.reset();
-  const ws = tempDir('tandem-ext-ws-');
+  spawned.length = 0;
+  sent.length = 0;
+  clients.clear();
+  failStop = false;
+  const ws = opts.ws ?? tempDir('tandem-ext-ws-');
   fake.workspaceFolder = ws;
   for (const [k, v] of Object.entries(settings)) fake.settings.set(k, v);
   const context = { subscriptions: [] as { dispose(): void }[], extensionUri: Uri.file(EXT_DIR), extension: { packageJSON: { version: '0.0.0-test' } } };
   ext.activate(context as never);
   const posted: any[] = [];
   let handler: (m: unknown) => void = () => {};
-  const provider = fake.webviewProviders.get('tandem.chat');
-  provider.resolveWebviewView({
-    visible: true,
-    webview: {
-      options: {},
-      html: '',
-      cspSource: 'vscode-resource:',
-      asWebviewUri: (u: Uri) => u,
-      postMessage: async (m: unknown) => posted.push(m),
-      onDidReceiveMessage: (h: (m: unknown) => void) => (handler = h),
-    },
-    onDidDispose: () => undefined,
-  });
-  return { view: { posted, send: (m) => handler(m) }, ws };
+  const show = () =>
+    fake.webviewProviders.get('tandem.chat').resolveWebviewView({
+      visible: true,
+      webview: {
+        options: {},
+        html: '',
+        cspSource: 'vscode-resource:',
+        asWebviewUri: (u: Uri) => u,
+        postMessage: async (m: unknown) => posted.push(m),
+        onDidReceiveMessage: (h: (m: unknown) => void) => (handler = h),
+      },
+      onDidDispose: () => undefined,
+    });
+  if (opts.showView !== false) show();
+  return { view: { posted, send: (m) => handler(m) }, ws, show };
 }
 
 /** The chat items as the webview would have them, rebuilt from the posted snapshot and updates. */
@@ -64,11 +88,18 @@ function viewMeta(view: FakeView): any {
   return meta;
 }
 
-const idle = (view: FakeView) => viewMeta(view)?.server === 'ready' && viewMeta(view)?.turn === 'idle' && !!viewMeta(view)?.sessionId;
+/** The server is up and no turn runs (there may be no session yet: the first prompt creates it). */
+const idle = (view: FakeView) => viewMeta(view)?.server === 'ready' && viewMeta(view)?.turn === 'idle';
+
+/** A config with a second model, so a model picked before the first prompt is told apart from the default. */
+const twoModels = (llm: MockLlm) => `${llm.config()}[models.mock2]\nprovider = "local"\nname = "mock-model-2"\n`;
 
 describe('the extension in a fake VS Code host', () => {
   let llm: MockLlm;
   let cfgFile: string;
+  const realSpawn = childProcess.spawn;
+  const client = TandemClient.prototype as unknown as { request(method: string, params?: object): Promise<unknown> };
+  const realRequest = client.request;
 
   before(async () => {
     requireBinary();
@@ -77,12 +108,234 @@ describe('the extension in a fake VS Code host', () => {
     llm = await new MockLlm().start();
     cfgFile = path.join(tempDir('tandem-ext-cfg-'), 'tandem.toml');
     fs.writeFileSync(cfgFile, llm.config());
+    // client.ts calls child_process.spawn through the module object, so replacing it here sees every launch.
+    (childProcess as { spawn: unknown }).spawn = (cmd: string, args: string[], ...rest: unknown[]) => {
+      if (cmd === TANDEM_BIN) spawned.push([cmd, ...args]);
+      return (realSpawn as (...a: unknown[]) => unknown)(cmd, args, ...rest);
+    };
+    // Every JSON-RPC request of every client after initialize goes through request(): the wire, method by method.
+    client.request = function (this: TandemClient, method: string, params?: object) {
+      sent.push({ method, params });
+      clients.add(this);
+      if (method === 'stop' && failStop) return Promise.reject(new Error('stop did not get through'));
+      return realRequest.call(this, method, params);
+    };
   });
   afterEach(async () => {
     await ext.deactivate();
   });
   after(async () => {
+    (childProcess as { spawn: unknown }).spawn = realSpawn;
+    client.request = realRequest;
     await llm.close();
+  });
+
+  test('activation starts no server and stores no session; the chat view starts the server; the first prompt creates one session with the model and mode picked before it', async () => {
+    const home = tempDir('tandem-ext-lazy-home-');
+    const savedHome = process.env.TANDEM_HOME;
+    process.env.TANDEM_HOME = home;
+    try {
+      const cfg = path.join(tempDir('tandem-ext-cfg2-'), 'tandem.toml');
+      fs.writeFileSync(cfg, twoModels(llm));
+      const { view, show } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfg }, { showView: false });
+      // Commands that need no server stay local: the log, an empty New Session, stop/steer/retry with no turn.
+      await fake.commands.get('tandem.showLog')!();
+      await fake.commands.get('tandem.newSession')!();
+      await fake.commands.get('tandem.stop')!();
+      fake.inputBoxAnswers.push('nothing runs');
+      await fake.commands.get('tandem.steer')!();
+      await fake.commands.get('tandem.retry')!();
+      // The mode needs no server either; picked now, it is kept for the first prompt's session.
+      fake.quickPickAnswers.push((items) => items.find((i: any) => i.label === 'autoEdit'));
+      await fake.commands.get('tandem.setMode')!();
+      assert.deepEqual(spawned, [], 'no server process was started');
+      assert.deepEqual(fs.readdirSync(home), [], 'nothing was written to the data dir');
+      assert.match(fake.statusBar.text, /tandem: — · not started/);
+      assert.deepEqual(
+        fake.messages.map((m) => m.text),
+        ['tandem: No turn is running, so there is nothing to steer: send it as a prompt instead.', 'tandem: Nothing to retry: no turn has run in this chat yet.'],
+      );
+
+      fake.messages.length = 0;
+
+      // Shown, the chat needs the model list: that starts the server, which still gets no session/new.
+      show();
+      view.send({ type: 'ready' });
+      await waitFor(() => idle(view) && viewMeta(view).model === 'mock', 10_000, 'the server to be ready');
+      assert.equal(spawned.length, 1);
+      assert.deepEqual(sent, [], 'initialize only: no session/new');
+      assert.equal(viewMeta(view).sessionId, undefined, 'no session before the first prompt');
+      assert.equal(viewMeta(view).mode, 'autoEdit', 'the header shows the mode the session will get');
+
+      // The model list needs the server, but the pick is only remembered too.
+      fake.quickPickAnswers.push((items) => items.find((i: any) => i.label === 'mock2'));
+      await fake.commands.get('tandem.switchModel')!();
+      assert.deepEqual(sent, []);
+      assert.equal(viewMeta(view).model, 'mock2');
+      assert.equal(viewMeta(view).mode, 'autoEdit');
+
+      llm.enqueue({ steps: [say('first answer')] }, { steps: [say('second answer')] });
+      const n = llm.requests.length;
+      view.send({ type: 'prompt', text: 'first prompt' });
+      await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'first answer'), 10_000, 'the first turn');
+      assert.equal(sentOf('session/new').length, 1);
+      assert.equal(sentOf('session/new')[0].params.model, 'mock2');
+      assert.equal(sentOf('session/new')[0].params.mode, 'autoEdit');
+      assert.equal(llm.requests[n].body.model, 'mock-model-2', 'the turn ran on the picked model');
+      const sessionId = viewMeta(view).sessionId;
+      assert.match(sessionId, /\S/);
+      assert.deepEqual([viewMeta(view).model, viewMeta(view).mode], ['mock2', 'autoEdit']);
+      view.send({ type: 'prompt', text: 'second prompt' });
+      await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'second answer'), 10_000, 'the second turn');
+      assert.equal(sentOf('session/new').length, 1, 'later prompts reuse the session');
+      assert.deepEqual(sentOf('prompt').map((r) => r.params.sessionId), [sessionId, sessionId]);
+      assert.equal(spawned.length, 1);
+      assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), []);
+    } finally {
+      process.env.TANDEM_HOME = savedHome;
+    }
+  });
+
+  test('a settings change restarts only a server that runs; one not started yet picks the new settings up when it starts', async () => {
+    const { view, show } = await activate({ 'tandem.serverPath': '/no/such/tandem' }, { showView: false });
+    fake.changeSettings({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    assert.deepEqual(spawned, [], 'no server is started for a settings change');
+    assert.equal(fake.messages.length, 0, 'and nothing says it restarts');
+    show();
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'the server with the new settings');
+    assert.deepEqual(spawned, [[TANDEM_BIN, 'serve', '--config', cfgFile]]);
+    const cfg = path.join(tempDir('tandem-ext-cfg3-'), 'tandem.toml');
+    fs.writeFileSync(cfg, twoModels(llm));
+    fake.changeSettings({ 'tandem.configFile': cfg });
+    assert.match(fake.messages.at(-1)!.text, /restarting the server/);
+    await waitFor(() => spawned.length === 2 && idle(view), 10_000, 'the restart');
+    assert.deepEqual(spawned[1], [TANDEM_BIN, 'serve', '--config', cfg]);
+    assert.deepEqual(viewMeta(view).models, ['mock', 'mock2']);
+    assert.deepEqual(sentOf('session/new'), []);
+  });
+
+  test('prompts sent before session/new answers share one session', async () => {
+    const { view, ws } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    fs.writeFileSync(path.join(ws, 'a.txt'), 'A');
+    // The first turn is held, so the second prompt finds it running and becomes a steer, applied at the
+    // read_file safe point.
+    const hold = gate();
+    llm.enqueue({ steps: [{ until: hold.promise }, call('call_race', 'read_file', { path: 'a.txt' })] }, { steps: [say('both handled')] });
+    // Two Enter presses in a row: the second arrives while the first still waits for its session.
+    view.send({ type: 'prompt', text: 'first' });
+    view.send({ type: 'prompt', text: 'second' });
+    await waitFor(() => sentOf('steer').length === 1, 10_000, 'the second prompt to steer the first one\'s turn');
+    hold.open();
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'both handled'), 10_000, 'the turn');
+    assert.equal(sentOf('session/new').length, 1);
+    const ids = new Set([...sentOf('prompt'), ...sentOf('steer')].map((r) => r.params.sessionId));
+    assert.deepEqual([...ids], [viewMeta(view).sessionId]);
+    assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), []);
+  });
+
+  test('a crash before the first prompt restarts the server without creating a session', async () => {
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    process.kill(Number(spawnedPid(0)), 'SIGKILL');
+    await waitFor(() => spawned.length === 2 && idle(view), 10_000, 'the restart');
+    assert.deepEqual(sentOf('session/new'), [], 'a restarted server gets no session/new either');
+    assert.equal(viewMeta(view).sessionId, undefined);
+    llm.enqueue({ steps: [say('after the restart')] });
+    view.send({ type: 'prompt', text: 'hello' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'after the restart'), 10_000, 'the turn');
+    assert.equal(sentOf('session/new').length, 1);
+  });
+
+  test('without a session store, a restarted server leaves an empty chat and the next prompt creates the new session', async () => {
+    // Servers before the store had no session/load: the extension must not resume then, nor create eagerly.
+    const proto = TandemClient.prototype as unknown as { start(): Promise<any> };
+    const realStart = proto.start;
+    proto.start = async function (this: TandemClient) {
+      const init = await realStart.call(this);
+      return { ...init, capabilities: { ...init.capabilities, sessionStore: false } };
+    };
+    try {
+      const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+      view.send({ type: 'ready' });
+      await waitFor(() => idle(view), 10_000, 'ready');
+      assert.equal(fake.contexts.get('tandem.noSessionStore'), true, 'the Sessions command is hidden');
+      llm.enqueue({ steps: [say('lost with the crash')] });
+      view.send({ type: 'prompt', text: 'before' });
+      await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant'), 10_000, 'the first turn');
+      process.kill(spawnedPid(0), 'SIGKILL');
+      await waitFor(() => spawned.length === 2 && idle(view), 10_000, 'the restart');
+      assert.equal(viewMeta(view).sessionId, undefined);
+      assert.deepEqual(viewItems(view).map((i) => i.text), ['The tandem server was restarted; the next prompt starts a new session (the server keeps no session store yet).']);
+      assert.equal(sentOf('session/new').length, 1, 'no session/new until the next prompt');
+      assert.deepEqual(sentOf('session/load'), []);
+      llm.enqueue({ steps: [say('fresh')] });
+      view.send({ type: 'prompt', text: 'after' });
+      await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'fresh'), 10_000, 'the turn after the restart');
+      assert.equal(sentOf('session/new').length, 2);
+    } finally {
+      proto.start = realStart;
+    }
+  });
+
+  test('New Session during a turn stops it, and nothing of the old session reaches the new chat', async () => {
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    const events: { sessionId: string; type: string }[] = [];
+    const hold1 = gate();
+    llm.enqueue({ steps: [say('old turn'), { until: hold1.promise }, say(' never shown')] });
+    view.send({ type: 'prompt', text: 'old' });
+    await waitFor(() => viewItems(view).some((i) => i.type === 'assistant' && i.text === 'old turn'), 10_000, 'the old turn to stream');
+    const old = viewMeta(view).sessionId;
+    const n = llm.requests.length;
+    await fake.commands.get('tandem.newSession')!();
+    hold1.open();
+    assert.deepEqual(sentOf('stop').map((r) => r.params.sessionId), [old]);
+    assert.equal(llm.requests[n - 1].aborted, true, 'the old turn was stopped');
+    assert.deepEqual([viewMeta(view).sessionId, viewMeta(view).turn, viewItems(view)], [undefined, 'idle', []]);
+
+    // A stop that does not get through leaves the old turn running: its events must not land in the draft.
+    for (const c of clients) c.onEvent((e) => events.push(e));
+    const hold2 = gate();
+    llm.enqueue({ steps: [say('second old'), { until: hold2.promise }, say(' late text')] });
+    view.send({ type: 'prompt', text: 'again' });
+    await waitFor(() => viewItems(view).some((i) => i.type === 'assistant' && i.text === 'second old'), 10_000, 'the second turn to stream');
+    const second = viewMeta(view).sessionId;
+    failStop = true;
+    await fake.commands.get('tandem.newSession')!();
+    hold2.open();
+    await waitFor(() => events.some((e) => e.sessionId === second && e.type === 'turnEnded'), 10_000, 'the old turn to end on its own');
+    assert.deepEqual([viewMeta(view).sessionId, viewMeta(view).turn, viewItems(view)], [undefined, 'idle', []]);
+  });
+
+  test('Sessions resumes a stored session in a window whose chat was never shown, starting the server for it', async () => {
+    const first = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    first.view.send({ type: 'ready' });
+    await waitFor(() => idle(first.view), 10_000, 'ready');
+    llm.enqueue({ steps: [say('stored answer')] });
+    first.view.send({ type: 'prompt', text: 'stored prompt' });
+    await waitFor(() => idle(first.view) && viewItems(first.view).some((i) => i.type === 'assistant'), 10_000, 'the turn');
+    const stored = viewMeta(first.view).sessionId;
+    await ext.deactivate();
+
+    // A second window on the same folder; its chat stays hidden.
+    const second = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile }, { showView: false, ws: first.ws });
+    assert.deepEqual(spawned, []);
+    let offered: string[] = [];
+    fake.quickPickAnswers.push((items) => ((offered = items.map((i: any) => i.sessionId)), items.find((i: any) => i.sessionId === stored)));
+    await fake.commands.get('tandem.sessions')!();
+    assert.ok(offered.includes(stored), `the stored session is offered: ${offered}`);
+    assert.equal(spawned.length, 1, 'the command started the server');
+    assert.deepEqual(sent.map((r) => r.method), ['session/list', 'session/load']);
+    second.show();
+    second.view.send({ type: 'ready' });
+    assert.equal(viewMeta(second.view).sessionId, stored);
+    assert.deepEqual(viewItems(second.view).map((i) => i.text), ['stored prompt', 'stored answer']);
+    assert.equal(spawned.length, 1, 'showing the chat afterwards starts no second server');
   });
 
   test('prompt from the webview, diff opens, the edited proposal is accepted from the editor title', async () => {
@@ -92,7 +345,7 @@ describe('the extension in a fake VS Code host', () => {
     assert.equal(view.posted.length, 0);
     view.send({ type: 'ready' });
     assert.equal(view.posted[0]?.type, 'snapshot');
-    assert.ok(idle(view), 'the snapshot carries the session that started before the view was ready');
+    assert.ok(idle(view) && viewMeta(view).model === 'mock', 'the snapshot carries the server info that arrived before the view was ready');
 
     llm.enqueue({ steps: [say('Writing.'), call('call_e1', 'write_file', { path: 'hello.txt', content: 'proposed\n' })] }, { steps: [say('Saved.')] });
     view.send({ type: 'prompt', text: 'make hello' });
@@ -174,7 +427,7 @@ describe('the extension in a fake VS Code host', () => {
     assert.equal(viewMeta(view).mode, 'autoEdit');
 
     const store = viewMeta(view).sessionStore;
-    assert.equal(fake.contexts.get('tandem.sessionStore'), store, 'the context key follows capabilities.sessionStore');
+    assert.equal(fake.contexts.get('tandem.noSessionStore'), !store, 'the context key follows capabilities.sessionStore');
     if (!store) {
       await fake.commands.get('tandem.sessions')!();
       assert.match(fake.messages.at(-1)!.text, /no session store/);
@@ -184,9 +437,13 @@ describe('the extension in a fake VS Code host', () => {
     view.send({ type: 'prompt', text: 'first session prompt' });
     await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'remember me'), 10_000, 'the first turn');
     const first = viewMeta(view).sessionId;
+    assert.equal(viewMeta(view).mode, 'autoEdit', 'the mode picked before the first prompt went into its session');
+    const created = sentOf('session/new').length;
     await fake.commands.get('tandem.newSession')!();
-    assert.notEqual(viewMeta(view).sessionId, first);
+    assert.equal(viewMeta(view).sessionId, undefined, 'New Session leaves an empty chat whose session the next prompt creates');
+    assert.equal(sentOf('session/new').length, created, 'New Session sends no session/new');
     assert.deepEqual(viewItems(view), [], 'a new session starts empty');
+    assert.equal(viewMeta(view).mode, 'ask', 'a new session gets the default mode again');
     fake.quickPickAnswers.push((items) => items.find((i: any) => i.sessionId === first));
     await fake.commands.get('tandem.sessions')!();
     assert.equal(viewMeta(view).sessionId, first);
@@ -269,6 +526,9 @@ describe('the extension in a fake VS Code host', () => {
     const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
     view.send({ type: 'ready' });
     await waitFor(() => idle(view), 10_000, 'ready');
+    llm.enqueue({ steps: [say('before the crash')] });
+    view.send({ type: 'prompt', text: 'make a session' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant'), 10_000, 'the first turn');
     const pidOf = (line: string | undefined) => Number(/pid (\d+)/.exec(line ?? '')?.[1]);
     const firstPid = pidOf(fake.output.find((l) => l.includes(' pid ')));
     const firstSession = viewMeta(view).sessionId;
@@ -277,7 +537,8 @@ describe('the extension in a fake VS Code host', () => {
     await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'notice' && /restarted/.test(i.text)), 10_000, 'the restart');
     // With a store the session is resumed; without one a new session replaces it.
     if (viewMeta(view).sessionStore) assert.equal(viewMeta(view).sessionId, firstSession);
-    else assert.notEqual(viewMeta(view).sessionId, firstSession);
+    else assert.equal(viewMeta(view).sessionId, undefined, 'without a store the next prompt starts a new session');
+    assert.equal(sentOf('session/new').length, 1, 'the restart creates no session of its own');
     const secondPid = pidOf(fake.output.filter((l) => l.includes(' pid ')).at(-1));
     assert.notEqual(secondPid, firstPid);
     await ext.deactivate();
@@ -295,6 +556,16 @@ describe('the extension in a fake VS Code host', () => {
     assert.match(fake.statusBar.text, /server down/);
     await ext.deactivate();
 
+    // Started by a command instead of the view: the failure is reported once, with its actions.
+    await activate({ 'tandem.serverPath': '/no/such/tandem' }, { showView: false });
+    await fake.commands.get('tandem.switchModel')!();
+    assert.deepEqual(
+      fake.messages.map((m) => [m.level, m.actions]),
+      [['error', ['Open Settings', 'Retry']]],
+    );
+    assert.match(fake.messages[0].text, /not found/);
+    await ext.deactivate();
+
     const bad = path.join(tempDir('tandem-ext-bad-'), 'bad.toml');
     fs.writeFileSync(bad, '[models.x]\nprovider = 3\n');
     const second = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': bad });
@@ -306,6 +577,12 @@ describe('the extension in a fake VS Code host', () => {
     assert.ok(cfgErr.actions.includes('Show Log'));
   });
 });
+
+/** The pid of the n-th server the extension spawned, from its log line. */
+function spawnedPid(n: number): number {
+  const line = fake.output.filter((l) => / pid \d+ ready/.test(l))[n];
+  return Number(/ pid (\d+)/.exec(line ?? '')?.[1]);
+}
 
 function alive(pid: number): boolean {
   try {

@@ -132,3 +132,25 @@ test('loadHistory rebuilds messages and tool calls of session/load', () => {
   const t = s.items[2];
   assert.ok(t.type === 'tool' && t.kind === 'edit' && t.status === 'denied' && t.title === 'write_file a.md');
 });
+
+test('a fresh state has no server and no session; reset without a session empties the chat into a draft', () => {
+  const s = new ChatState();
+  assert.equal(s.meta.server, 'notStarted', 'nothing is started before first use');
+  assert.equal(s.meta.sessionId, undefined);
+  s.reset({ sessionId: 's1', model: 'm', mode: 'autoEdit' });
+  s.setMeta({ server: 'ready', models: ['m'], sessionStore: true });
+  const feed = feeder(s);
+  feed({ type: 'turnStarted', model: 'm' });
+  feed({ type: 'assistantDelta', text: 'old' });
+  feed({ type: 'usage', model: 'm', inputTokens: 3, outputTokens: 2 });
+  s.reset();
+  assert.deepEqual(s.items, []);
+  assert.equal(s.meta.sessionId, undefined, 'the next prompt creates the session');
+  assert.equal(s.meta.turn, 'idle');
+  assert.equal(s.meta.usage, undefined);
+  assert.deepEqual([s.meta.server, s.meta.models, s.meta.sessionStore], ['ready', ['m'], true], 'server info is kept');
+  // The next session's events start at seq 1 again.
+  s.reset({ sessionId: 's2', model: 'm', mode: 'ask' });
+  feeder(s, 's2')({ type: 'assistantDelta', text: 'new' });
+  assert.equal(s.items.length, 1);
+});
