@@ -1186,6 +1186,12 @@ impl Turn {
             }
         };
         let mut secret = false;
+        let changed_path = match &args {
+            ToolArgs::EditFile { path, .. } | ToolArgs::WriteFile { path, .. } => {
+                Some(path.clone())
+            }
+            _ => None,
+        };
         let secret_access = match &args {
             ToolArgs::ReadFile { path, .. } => Some((path.clone(), SecretAccess::Read)),
             ToolArgs::EditFile { path, .. } => Some((path.clone(), SecretAccess::Edit)),
@@ -1208,6 +1214,23 @@ impl Turn {
             if let Some(reason) = reason {
                 secret = true;
                 self.needs_fresh_run.insert(call.id.clone());
+                verdict = Verdict::Ask { reason };
+            }
+        }
+        if let Some(path) =
+            changed_path.filter(|_| !secret && !matches!(verdict, Verdict::Refuse { .. }))
+        {
+            // Project files that run code (tasks, launch configs, pre-commit) are asked every
+            // time, also in fullAuto, with no rule to cover them.
+            let workspace = self.session.workspace.clone();
+            let reason = tokio::task::spawn_blocking(move || {
+                crate::tools::fs::ask_change_reason(&workspace, &path)
+            })
+            .await
+            .ok()
+            .flatten();
+            if let Some(reason) = reason {
+                secret = true;
                 verdict = Verdict::Ask { reason };
             }
         }

@@ -34,22 +34,6 @@ pub fn extra_protected() -> Vec<PathBuf> {
     EXTRA_PROTECTED.get().cloned().unwrap_or_default()
 }
 
-/// Shell start-up files: a write there runs code in the user's next terminal.
-const SHELL_RC: &[&str] = &[
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".cshrc",
-    ".tcshrc",
-    ".kshrc",
-];
-
 fn names(relative: &Path) -> Vec<String> {
     relative
         .components()
@@ -73,14 +57,11 @@ pub fn protected_reason(relative: &Path, absolute: &Path) -> Option<String> {
     if parts.iter().any(|p| p == ".tandem") {
         return Some("it is tandem's own state".to_owned());
     }
-    if parts.len() >= 2 && parts[parts.len() - 2] == ".vscode" && file == "settings.json" {
-        return Some("it is the editor's workspace settings (.vscode/settings.json)".to_owned());
-    }
-    if file == ".mcp.json" {
-        return Some("it configures which MCP servers run (.mcp.json)".to_owned());
-    }
-    if SHELL_RC.contains(&file) || relative.ends_with(".config/fish/config.fish") {
-        return Some(format!("it is a shell start-up file ({file})"));
+    if let Some((rule, what)) = RUNS_CODE_FILES
+        .iter()
+        .find(|(rule, _)| rule.matches(&parts))
+    {
+        return Some(format!("{file} matches {}: {what}", rule.spelled()));
     }
     if let Some(extra) = EXTRA_PROTECTED.get() {
         if extra.iter().any(|p| absolute.starts_with(p)) {
@@ -90,9 +71,154 @@ pub fn protected_reason(relative: &Path, absolute: &Path) -> Option<String> {
     None
 }
 
-/// How one entry of [`SECRET_FILES`] matches a path (relative to its root, links resolved).
+/// Files that make an editor, a shell, git, an agent or the desktop run code (or trust a
+/// server) the next time the user opens the folder, a terminal or a session. File tools never
+/// write them; commands find the ones that exist read-only. ARCHITECTURE.md shows this table.
+pub const RUNS_CODE_FILES: &[(PathPattern, &str)] = &[
+    (
+        PathPattern::PathEnd(".vscode/settings.json"),
+        "VS Code workspace settings",
+    ),
+    (
+        PathPattern::NameSuffix(".code-workspace"),
+        "VS Code workspace settings",
+    ),
+    (
+        PathPattern::PathEnd(".zed/settings.json"),
+        "Zed project settings",
+    ),
+    (
+        PathPattern::PathEnd(".helix/languages.toml"),
+        "Helix language servers it starts",
+    ),
+    (
+        PathPattern::PathEnd(".idea/workspace.xml"),
+        "JetBrains run configurations",
+    ),
+    (
+        PathPattern::Name(".nvim.lua"),
+        "Neovim runs it on start (exrc)",
+    ),
+    (
+        PathPattern::Name(".nvimrc"),
+        "Neovim runs it on start (exrc)",
+    ),
+    (PathPattern::Name(".exrc"), "Vim runs it on start"),
+    (PathPattern::Name(".envrc"), "direnv runs it on cd"),
+    (PathPattern::Name(".mcp.json"), "which MCP servers run"),
+    (
+        PathPattern::PathEnd(".claude/settings.json"),
+        "agent hooks and permissions",
+    ),
+    (
+        PathPattern::PathEnd(".claude/settings.local.json"),
+        "agent hooks and permissions",
+    ),
+    (PathPattern::Name(".bashrc"), "a shell start-up file"),
+    (PathPattern::Name(".bash_profile"), "a shell start-up file"),
+    (PathPattern::Name(".bash_login"), "a shell start-up file"),
+    (PathPattern::Name(".bash_logout"), "a shell start-up file"),
+    (PathPattern::Name(".bash_aliases"), "a shell start-up file"),
+    (PathPattern::Name(".profile"), "a shell start-up file"),
+    (PathPattern::Name(".zshrc"), "a shell start-up file"),
+    (PathPattern::Name(".zshenv"), "a shell start-up file"),
+    (PathPattern::Name(".zprofile"), "a shell start-up file"),
+    (PathPattern::Name(".zlogin"), "a shell start-up file"),
+    (PathPattern::Name(".cshrc"), "a shell start-up file"),
+    (PathPattern::Name(".tcshrc"), "a shell start-up file"),
+    (PathPattern::Name(".kshrc"), "a shell start-up file"),
+    (PathPattern::PathEnd(".config/fish"), "fish start-up files"),
+    (
+        PathPattern::Name(".gitconfig"),
+        "git aliases and hook paths run code",
+    ),
+    (
+        PathPattern::PathEnd(".config/git/config"),
+        "git aliases and hook paths run code",
+    ),
+    (
+        PathPattern::PathEnd(".ssh/authorized_keys"),
+        "who may log in",
+    ),
+    (
+        PathPattern::PathEnd(".ssh/config"),
+        "ssh runs its ProxyCommand",
+    ),
+    (PathPattern::PathEnd(".ssh/rc"), "ssh runs it at login"),
+    (
+        PathPattern::PathEnd(".config/autostart"),
+        "programs started at login",
+    ),
+    (
+        PathPattern::PathEnd(".config/systemd/user"),
+        "user services",
+    ),
+    (
+        PathPattern::PathEnd(".local/bin"),
+        "programs on the user's PATH",
+    ),
+];
+
+/// Project files a user edits on purpose that also run code when the user runs a task, a
+/// debugger, a commit or a build: every change asks, in every mode (also `fullAuto`), each time;
+/// commands find the ones that exist read-only. ARCHITECTURE.md shows this table.
+pub const ASK_FILES: &[(PathPattern, &str)] = &[
+    (
+        PathPattern::PathEnd(".vscode/tasks.json"),
+        "VS Code tasks run commands",
+    ),
+    (
+        PathPattern::PathEnd(".vscode/launch.json"),
+        "VS Code launch configurations run programs",
+    ),
+    (
+        PathPattern::PathEnd(".zed/tasks.json"),
+        "Zed tasks run commands",
+    ),
+    (
+        PathPattern::PathEnd(".devcontainer/devcontainer.json"),
+        "dev containers run lifecycle commands",
+    ),
+    (
+        PathPattern::Name(".pre-commit-config.yaml"),
+        "pre-commit runs its hooks at every commit",
+    ),
+    (
+        PathPattern::PathEnd(".cargo/config.toml"),
+        "cargo runs its runners and build settings",
+    ),
+    (
+        PathPattern::PathEnd(".cargo/config"),
+        "cargo runs its runners and build settings",
+    ),
+];
+
+/// Why a change to `relative` asks every time (it is in [`ASK_FILES`]), or `None`.
+pub fn ask_reason(relative: &Path) -> Option<String> {
+    let parts = names(relative);
+    let file = parts.last().map(String::as_str).unwrap_or_default();
+    ASK_FILES
+        .iter()
+        .find(|(rule, _)| rule.matches(&parts))
+        .map(|(rule, what)| format!("{file} matches {}: {what}", rule.spelled()))
+}
+
+/// The paths below a root that the protected tables name exactly (not by a name pattern),
+/// for the shell sandbox to mount read-only where they exist.
+pub fn fixed_protected_paths() -> impl Iterator<Item = &'static str> {
+    RUNS_CODE_FILES
+        .iter()
+        .chain(ASK_FILES)
+        .filter_map(|(rule, _)| match rule {
+            PathPattern::PathEnd(path) | PathPattern::Name(path) => Some(*path),
+            _ => None,
+        })
+}
+
+/// How one entry of [`SECRET_FILES`], [`RUNS_CODE_FILES`] or [`ASK_FILES`] matches a path
+/// (relative to its root, links resolved).
 #[derive(Debug, Clone, Copy)]
-pub enum SecretMatch {
+pub enum PathPattern {
     /// Anything inside a folder of this name, at any depth (`.ssh/`).
     InFolder(&'static str),
     /// A file of exactly this name, in any folder.
@@ -109,107 +235,107 @@ pub enum SecretMatch {
 /// every mode, and each time (no "always allow"); `grep` skips them. Drawn from what gitleaks,
 /// trufflehog and Claude Code treat as credential files. ARCHITECTURE.md shows this table
 /// (a test keeps the two equal).
-pub const SECRET_FILES: &[(SecretMatch, &str)] = &[
-    (SecretMatch::InFolder(".ssh"), "SSH keys and config"),
-    (SecretMatch::InFolder(".aws"), "AWS credentials"),
-    (SecretMatch::InFolder(".gnupg"), "GnuPG keys"),
-    (SecretMatch::InFolder(".kube"), "Kubernetes credentials"),
-    (SecretMatch::InFolder(".azure"), "Azure credentials"),
-    (SecretMatch::InFolder(".password-store"), "pass(1) secrets"),
+pub const SECRET_FILES: &[(PathPattern, &str)] = &[
+    (PathPattern::InFolder(".ssh"), "SSH keys and config"),
+    (PathPattern::InFolder(".aws"), "AWS credentials"),
+    (PathPattern::InFolder(".gnupg"), "GnuPG keys"),
+    (PathPattern::InFolder(".kube"), "Kubernetes credentials"),
+    (PathPattern::InFolder(".azure"), "Azure credentials"),
+    (PathPattern::InFolder(".password-store"), "pass(1) secrets"),
     (
-        SecretMatch::PathEnd(".config/gcloud"),
+        PathPattern::PathEnd(".config/gcloud"),
         "Google Cloud credentials",
     ),
     (
-        SecretMatch::PathEnd(".docker/config.json"),
+        PathPattern::PathEnd(".docker/config.json"),
         "registry credentials",
     ),
     (
-        SecretMatch::PathEnd(".config/gh/hosts.yml"),
+        PathPattern::PathEnd(".config/gh/hosts.yml"),
         "GitHub CLI tokens",
     ),
-    (SecretMatch::PathEnd(".config/hub"), "GitHub tokens"),
+    (PathPattern::PathEnd(".config/hub"), "GitHub tokens"),
     (
-        SecretMatch::PathEnd(".cargo/credentials"),
+        PathPattern::PathEnd(".cargo/credentials"),
         "crates.io tokens",
     ),
     (
-        SecretMatch::PathEnd(".cargo/credentials.toml"),
+        PathPattern::PathEnd(".cargo/credentials.toml"),
         "crates.io tokens",
     ),
-    (SecretMatch::PathEnd(".gem/credentials"), "RubyGems tokens"),
+    (PathPattern::PathEnd(".gem/credentials"), "RubyGems tokens"),
     (
-        SecretMatch::PathEnd(".git/config"),
+        PathPattern::PathEnd(".git/config"),
         "remote URLs with tokens, auth headers",
     ),
-    (SecretMatch::NamePrefix(".env"), "environment secrets"),
-    (SecretMatch::Name(".netrc"), "login credentials"),
-    (SecretMatch::Name("_netrc"), "login credentials"),
-    (SecretMatch::Name(".npmrc"), "npm tokens"),
-    (SecretMatch::Name(".yarnrc.yml"), "npm tokens"),
-    (SecretMatch::Name(".pypirc"), "PyPI tokens"),
-    (SecretMatch::Name(".pgpass"), "PostgreSQL passwords"),
-    (SecretMatch::Name(".my.cnf"), "MySQL passwords"),
+    (PathPattern::NamePrefix(".env"), "environment secrets"),
+    (PathPattern::Name(".netrc"), "login credentials"),
+    (PathPattern::Name("_netrc"), "login credentials"),
+    (PathPattern::Name(".npmrc"), "npm tokens"),
+    (PathPattern::Name(".yarnrc.yml"), "npm tokens"),
+    (PathPattern::Name(".pypirc"), "PyPI tokens"),
+    (PathPattern::Name(".pgpass"), "PostgreSQL passwords"),
+    (PathPattern::Name(".my.cnf"), "MySQL passwords"),
     (
-        SecretMatch::Name(".git-credentials"),
+        PathPattern::Name(".git-credentials"),
         "git passwords and tokens",
     ),
-    (SecretMatch::Name(".htpasswd"), "password hashes"),
-    (SecretMatch::Name(".vault-token"), "Vault tokens"),
-    (SecretMatch::Name(".boto"), "cloud credentials"),
-    (SecretMatch::Name(".s3cfg"), "S3 credentials"),
-    (SecretMatch::Name(".terraformrc"), "Terraform Cloud tokens"),
-    (SecretMatch::Name("credentials"), "credentials"),
-    (SecretMatch::Name("credentials.json"), "credentials"),
+    (PathPattern::Name(".htpasswd"), "password hashes"),
+    (PathPattern::Name(".vault-token"), "Vault tokens"),
+    (PathPattern::Name(".boto"), "cloud credentials"),
+    (PathPattern::Name(".s3cfg"), "S3 credentials"),
+    (PathPattern::Name(".terraformrc"), "Terraform Cloud tokens"),
+    (PathPattern::Name("credentials"), "credentials"),
+    (PathPattern::Name("credentials.json"), "credentials"),
     (
-        SecretMatch::Name("terraform.tfstate"),
+        PathPattern::Name("terraform.tfstate"),
         "secrets in Terraform state",
     ),
     (
-        SecretMatch::Name("terraform.tfstate.backup"),
+        PathPattern::Name("terraform.tfstate.backup"),
         "secrets in Terraform state",
     ),
-    (SecretMatch::Name("secrets.yaml"), "secrets"),
-    (SecretMatch::Name("secrets.yml"), "secrets"),
-    (SecretMatch::Name("secrets.json"), "secrets"),
-    (SecretMatch::Name("secrets.toml"), "secrets"),
+    (PathPattern::Name("secrets.yaml"), "secrets"),
+    (PathPattern::Name("secrets.yml"), "secrets"),
+    (PathPattern::Name("secrets.json"), "secrets"),
+    (PathPattern::Name("secrets.toml"), "secrets"),
     (
-        SecretMatch::NamePrefix("client_secret"),
+        PathPattern::NamePrefix("client_secret"),
         "OAuth client secrets",
     ),
     (
-        SecretMatch::NamePrefix("service-account"),
+        PathPattern::NamePrefix("service-account"),
         "cloud service-account keys",
     ),
     (
-        SecretMatch::NameSuffix(".tfvars"),
+        PathPattern::NameSuffix(".tfvars"),
         "Terraform variables (often secrets)",
     ),
-    (SecretMatch::NameSuffix(".pem"), "keys or certificates"),
-    (SecretMatch::NameSuffix(".key"), "private keys"),
-    (SecretMatch::NameSuffix(".p12"), "key stores"),
-    (SecretMatch::NameSuffix(".pfx"), "key stores"),
-    (SecretMatch::NameSuffix(".jks"), "Java key stores"),
-    (SecretMatch::NameSuffix(".keystore"), "key stores"),
-    (SecretMatch::NameSuffix(".kdbx"), "KeePass databases"),
-    (SecretMatch::NameSuffix(".ovpn"), "VPN keys"),
-    (SecretMatch::NamePrefix("id_rsa"), "an SSH key"),
-    (SecretMatch::NamePrefix("id_dsa"), "an SSH key"),
-    (SecretMatch::NamePrefix("id_ecdsa"), "an SSH key"),
-    (SecretMatch::NamePrefix("id_ed25519"), "an SSH key"),
+    (PathPattern::NameSuffix(".pem"), "keys or certificates"),
+    (PathPattern::NameSuffix(".key"), "private keys"),
+    (PathPattern::NameSuffix(".p12"), "key stores"),
+    (PathPattern::NameSuffix(".pfx"), "key stores"),
+    (PathPattern::NameSuffix(".jks"), "Java key stores"),
+    (PathPattern::NameSuffix(".keystore"), "key stores"),
+    (PathPattern::NameSuffix(".kdbx"), "KeePass databases"),
+    (PathPattern::NameSuffix(".ovpn"), "VPN keys"),
+    (PathPattern::NamePrefix("id_rsa"), "an SSH key"),
+    (PathPattern::NamePrefix("id_dsa"), "an SSH key"),
+    (PathPattern::NamePrefix("id_ecdsa"), "an SSH key"),
+    (PathPattern::NamePrefix("id_ed25519"), "an SSH key"),
 ];
 
-impl SecretMatch {
+impl PathPattern {
     fn matches(self, parts: &[String]) -> bool {
         let file = parts.last().map(String::as_str).unwrap_or_default();
         match self {
-            SecretMatch::InFolder(dir) => parts[..parts.len().saturating_sub(1)]
+            PathPattern::InFolder(dir) => parts[..parts.len().saturating_sub(1)]
                 .iter()
                 .any(|p| p == dir),
-            SecretMatch::Name(name) => file == name,
-            SecretMatch::NamePrefix(prefix) => file.starts_with(prefix),
-            SecretMatch::NameSuffix(suffix) => file.len() > suffix.len() && file.ends_with(suffix),
-            SecretMatch::PathEnd(end) => {
+            PathPattern::Name(name) => file == name,
+            PathPattern::NamePrefix(prefix) => file.starts_with(prefix),
+            PathPattern::NameSuffix(suffix) => file.len() > suffix.len() && file.ends_with(suffix),
+            PathPattern::PathEnd(end) => {
                 let want: Vec<&str> = end.split('/').collect();
                 // The path itself, or anything beneath it (`.config/gcloud/…`).
                 (0..parts.len()).any(|stop| {
@@ -226,11 +352,11 @@ impl SecretMatch {
     /// How the table in ARCHITECTURE.md spells this entry.
     pub fn spelled(self) -> String {
         match self {
-            SecretMatch::InFolder(dir) => format!("`{dir}/`"),
-            SecretMatch::Name(name) => format!("`{name}`"),
-            SecretMatch::NamePrefix(prefix) => format!("`{prefix}*`"),
-            SecretMatch::NameSuffix(suffix) => format!("`*{suffix}`"),
-            SecretMatch::PathEnd(end) => format!("`{end}`"),
+            PathPattern::InFolder(dir) => format!("`{dir}/`"),
+            PathPattern::Name(name) => format!("`{name}`"),
+            PathPattern::NamePrefix(prefix) => format!("`{prefix}*`"),
+            PathPattern::NameSuffix(suffix) => format!("`*{suffix}`"),
+            PathPattern::PathEnd(end) => format!("`{end}`"),
         }
     }
 }
@@ -273,28 +399,68 @@ mod tests {
         assert!(protected(".bashrc"));
         assert!(protected(".config/fish/config.fish"));
         assert!(!protected("src/main.rs"));
-        assert!(!protected(".vscode/launch.json"));
+        assert!(!protected(".vscode/launch.json"), "asked, not refused");
+        for path in [
+            ".vscode/settings.json",
+            ".zed/settings.json",
+            ".helix/languages.toml",
+            ".nvim.lua",
+            ".exrc",
+            ".envrc",
+            ".idea/workspace.xml",
+            ".claude/settings.json",
+            "team.code-workspace",
+            ".bash_aliases",
+            ".gitconfig",
+            ".config/git/config",
+            ".ssh/authorized_keys",
+            ".ssh/config",
+            ".config/fish/conf.d/evil.fish",
+            ".config/autostart/evil.desktop",
+            ".config/systemd/user/evil.service",
+            ".local/bin/git",
+        ] {
+            assert!(protected(path), "{path} must be refused");
+        }
+        let ask = |p: &str| ask_reason(Path::new(p)).is_some();
+        for path in [
+            ".vscode/tasks.json",
+            ".vscode/launch.json",
+            ".zed/tasks.json",
+            ".devcontainer/devcontainer.json",
+            ".pre-commit-config.yaml",
+            ".cargo/config.toml",
+        ] {
+            assert!(ask(path), "{path} must ask");
+        }
+        assert!(!ask("src/tasks.json"));
         assert!(!protected(".github/workflows/ci.yml"));
     }
 
-    /// ARCHITECTURE.md's credential table is this table, row for row, in order.
+    /// ARCHITECTURE.md's tables are these tables, row for row, in order.
     #[test]
-    fn the_architecture_table_lists_every_secret_pattern() {
+    fn the_architecture_tables_list_every_pattern() {
         let doc = include_str!("../../ARCHITECTURE.md");
-        let rows: Vec<&str> = doc
-            .lines()
-            .skip_while(|l| *l != "| pattern | may hold |")
-            .skip(2)
-            .take_while(|l| l.starts_with('|'))
-            .collect();
-        let expected: Vec<String> = SECRET_FILES
-            .iter()
-            .map(|(rule, what)| format!("| {} | {what} |", rule.spelled()))
-            .collect();
-        assert_eq!(
-            rows, expected,
-            "regenerate the table in ARCHITECTURE.md's Threat model"
-        );
+        for (header, table) in [
+            ("| pattern | may hold |", SECRET_FILES),
+            ("| pattern | runs code as |", RUNS_CODE_FILES),
+            ("| pattern | asked because |", ASK_FILES),
+        ] {
+            let rows: Vec<&str> = doc
+                .lines()
+                .skip_while(|l| *l != header)
+                .skip(2)
+                .take_while(|l| l.starts_with('|'))
+                .collect();
+            let expected: Vec<String> = table
+                .iter()
+                .map(|(rule, what)| format!("| {} | {what} |", rule.spelled()))
+                .collect();
+            assert_eq!(
+                rows, expected,
+                "regenerate {header} in ARCHITECTURE.md's Threat model"
+            );
+        }
     }
 
     #[test]

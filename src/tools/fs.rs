@@ -739,6 +739,20 @@ pub fn refuse_protected(ws: &Workspace, p: &crate::workspace::WorkspacePath) -> 
     }
 }
 
+/// Why a change to `path` asks the user every time, in every mode: a project file the user
+/// edits on purpose that also runs code (`.vscode/tasks.json`; see
+/// `permissions::protected::ASK_FILES`), on the resolved path.
+pub fn ask_change_reason(ws: &Workspace, path: &str) -> Option<String> {
+    let p = ws.resolve(path).ok()?;
+    let resolved = ws.resolved_relative(&p).ok()?;
+    crate::permissions::protected::ask_reason(&resolved).map(|why| {
+        format!(
+            "changing `{}` needs your approval every time: {why}",
+            p.display
+        )
+    })
+}
+
 /// How a tool touches a file that may hold secrets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SecretAccess {

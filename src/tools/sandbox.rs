@@ -266,6 +266,14 @@ pub async fn status() -> SandboxStatus {
 pub fn read_only_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
     let mut paths = crate::permissions::protected::extra_protected();
     for root in roots {
+        // Files that run code when the user opens the folder or runs a task, where they exist
+        // (bubblewrap cannot mount over a missing one: a command can still create a new one).
+        for relative in crate::permissions::protected::fixed_protected_paths() {
+            let path = root.join(relative);
+            if std::fs::symlink_metadata(&path).is_ok() {
+                paths.push(path);
+            }
+        }
         let link = root.join(".git");
         match std::fs::symlink_metadata(&link) {
             Ok(meta) if meta.is_dir() => {
