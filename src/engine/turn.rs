@@ -70,6 +70,8 @@ enum Outcome {
     /// The session store cannot save what the turn does (the cause); the turn must not go on
     /// doing things a restart would forget.
     StoreFailed(String),
+    /// The workspace folder is no longer the one the session opened (the message says so).
+    WorkspaceMoved(String),
 }
 
 struct PartialCall {
@@ -228,6 +230,9 @@ impl Turn {
             // Fail closed: after a lost commit, nothing more is asked of the model.
             if let Some(cause) = self.session.store_unavailable() {
                 return Outcome::StoreFailed(cause);
+            }
+            if let Some(why) = self.workspace_moved().await {
+                return Outcome::WorkspaceMoved(why);
             }
             iteration += 1;
             if iteration > max_iterations {
@@ -938,6 +943,15 @@ impl Turn {
         self.emit(Event::Notice { kind, text });
     }
 
+    /// Whether the workspace folder was moved or replaced under the session (see
+    /// `Workspace::moved`), checked off the async workers.
+    async fn workspace_moved(&self) -> Option<String> {
+        let workspace = self.session.workspace.clone();
+        tokio::task::spawn_blocking(move || workspace.moved())
+            .await
+            .unwrap_or_else(|e| Some(format!("checking the workspace folder failed: {e}")))
+    }
+
     /// A side effect whose start could not be made durable does not run (invariant 8, fail
     /// closed): the model gets a tool error that says why, and the turn ends at its next step.
     fn refuse_unrecorded(&self, call: &ToolCallRecord, cause: &str) {
@@ -1515,6 +1529,10 @@ impl Turn {
                 };
                 // A write is not interrupted halfway: it is short and atomic, and a stop that
                 // arrives during it takes effect right after it is recorded.
+                if let Some(why) = self.workspace_moved().await {
+                    self.commit_result(call, ResultStatus::Failed, format!("not run: {why}"), None);
+                    return true;
+                }
                 if let Err(cause) = self.session.before_side_effect(&call.id, &call.name).await {
                     self.refuse_unrecorded(call, &cause);
                     return true;
@@ -1576,6 +1594,10 @@ impl Turn {
                     sandbox,
                     env: self.session.engine.config.command_environment(),
                 };
+                if let Some(why) = self.workspace_moved().await {
+                    self.commit_result(call, ResultStatus::Failed, format!("not run: {why}"), None);
+                    return true;
+                }
                 if let Err(cause) = self.session.before_side_effect(&call.id, &call.name).await {
                     self.refuse_unrecorded(call, &cause);
                     return true;
@@ -1842,6 +1864,16 @@ impl Turn {
                 self.notice(NoticeKind::Error, text.clone());
                 (
                     TurnEndReason::ContextExceeded,
+                    Some(TurnError {
+                        message: text,
+                        retriable: false,
+                    }),
+                )
+            }
+            Outcome::WorkspaceMoved(text) => {
+                self.notice(NoticeKind::Error, text.clone());
+                (
+                    TurnEndReason::Error,
                     Some(TurnError {
                         message: text,
                         retriable: false,

@@ -902,7 +902,14 @@ pub fn apply_edit(
         Ok(content) => content,
         Err(refused) => return refused,
     };
-    if let Err(e) = ws.write_atomic(&plan.path, content.as_bytes()) {
+    // Checked again where the write really lands: the plan's check saw names, and a command
+    // may have swapped a folder for a link to `.git` since.
+    let root = ws.roots()[plan.path.root_index].clone();
+    let landing_check = |landing: &Path| match protected_reason(landing, &root.join(landing)) {
+        Some(why) => Err(why),
+        None => Ok(()),
+    };
+    if let Err(e) = ws.write_atomic(&plan.path, content.as_bytes(), &landing_check) {
         return e.into();
     }
     edit_written(plan, content_override)

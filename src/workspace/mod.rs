@@ -110,6 +110,15 @@ pub enum WorkspaceError {
     #[error("`{path}` uses `..` after a directory that does not exist yet, so it cannot be resolved; use a path without `..`")]
     UnresolvableParent { path: String },
 
+    /// The directory the write was about to land in is not one the agent may write (checked on
+    /// the directory actually opened, after every link was followed).
+    #[error("`{path}` lands in `{landing}`, which is protected: {reason}; nothing was written. Ask the user to make this change themselves")]
+    ProtectedLanding {
+        path: String,
+        landing: String,
+        reason: String,
+    },
+
     #[error("could not {op} `{path}`: {source}; check that the path is accessible and try again")]
     Io {
         path: String,
@@ -128,9 +137,8 @@ impl WorkspaceError {
 
 /// Where a write lands, worked out before anything is changed.
 struct WritePlan {
-    /// The file to replace, relative to the root, with a symlink at the
-    /// requested path already resolved to its target.
-    target: PathBuf,
+    /// The directory of the file to replace, relative to the root, with a
+    /// symlink at the requested path already resolved to its target.
     parent: PathBuf,
     file_name: OsString,
     permissions: Option<Permissions>,
@@ -196,6 +204,29 @@ impl Workspace {
     /// The canonical absolute roots, in the order they were given.
     pub fn roots(&self) -> &[PathBuf] {
         &self.inner.roots
+    }
+
+    /// Why the workspace is no longer where the session opened it, if it is not: a root's
+    /// path now names another directory than the one held open (the folder was renamed or
+    /// replaced, and perhaps a new one made at the old path), or nothing. File tools write
+    /// through the open directory and commands run at the path, so they would work on two
+    /// different trees; the session must stop instead. Two `stat` calls per root.
+    pub fn moved(&self) -> Option<String> {
+        for (path, dir) in self.inner.roots.iter().zip(&self.inner.dirs) {
+            let held = rustix::fs::fstat(dir);
+            let now = rustix::fs::stat(path);
+            let same = match (&held, &now) {
+                (Ok(held), Ok(now)) => held.st_dev == now.st_dev && held.st_ino == now.st_ino,
+                _ => false,
+            };
+            if !same {
+                return Some(format!(
+                    "the workspace folder {} was moved, replaced or deleted while this session was open, so tandem stopped rather than work on two different folders; start a new session in the folder you mean",
+                    path.display()
+                ));
+            }
+        }
+        None
     }
 
     /// The capability handle for root `index`.
@@ -450,7 +481,20 @@ impl Workspace {
     /// (inside the root), the bytes go to a temp file in the same directory,
     /// which is fsynced and renamed over the target. An existing file keeps
     /// its permissions; a symlink inside the root is written through.
-    pub fn write_atomic(&self, p: &WorkspacePath, bytes: &[u8]) -> Result<(), WorkspaceError> {
+    ///
+    /// `landing_check` sees where the file really lands, as a path relative to
+    /// the root, and may refuse it with a reason. It is asked about the parent
+    /// directory *as opened* (the kernel's path of that open directory, after
+    /// every link was followed), and the temp file and the rename then go
+    /// through that same open directory by name alone: a folder swapped for a
+    /// link after the call was planned (`g -> .git`) is seen for what it is,
+    /// and nothing can be swapped between the check and the write.
+    pub fn write_atomic(
+        &self,
+        p: &WorkspacePath,
+        bytes: &[u8],
+        landing_check: &dyn Fn(&Path) -> Result<(), String>,
+    ) -> Result<(), WorkspaceError> {
         let dir = self.root_dir(p.root_index);
         let plan = self.prepare_write(p)?;
         for missing in &plan.missing_dirs {
@@ -462,36 +506,71 @@ impl Workspace {
             }
         }
 
-        let temp_rel = plan.parent.join(temp_name(&plan.file_name));
+        let parent_dir = if plan.parent.as_os_str().is_empty() {
+            dir.try_clone()
+        } else {
+            dir.open_dir(cap_path(&plan.parent))
+        }
+        .map_err(|e| self.map_io(p, "open the directory of", e))?;
+        let landing = self.landing_of(p, &parent_dir)?.join(&plan.file_name);
+        if let Err(reason) = landing_check(&landing) {
+            return Err(WorkspaceError::ProtectedLanding {
+                path: p.display.clone(),
+                landing: self.display_path(p.root_index, &landing),
+                reason,
+            });
+        }
+
+        let temp = temp_name(&plan.file_name);
         let mut options = OpenOptions::new();
         options.write(true).create_new(true);
-        let mut temp = dir
-            .open_with(&temp_rel, &options)
+        let mut temp_file = parent_dir
+            .open_with(&temp, &options)
             .map_err(|e| self.map_io(p, "create a temp file for", e))?;
 
         let written = (|| -> io::Result<()> {
-            temp.write_all(bytes)?;
+            temp_file.write_all(bytes)?;
             if let Some(perms) = plan.permissions {
-                temp.set_permissions(perms)?;
+                temp_file.set_permissions(perms)?;
             }
-            temp.sync_all()?;
-            drop(temp);
-            dir.rename(&temp_rel, dir, &plan.target)
+            temp_file.sync_all()?;
+            drop(temp_file);
+            parent_dir.rename(&temp, &parent_dir, &plan.file_name)
         })();
         if let Err(e) = written {
             // Best effort: a leftover temp file is clutter, but the original
             // error is what the caller needs to see.
-            let _ = dir.remove_file(&temp_rel);
+            let _ = parent_dir.remove_file(&temp);
             return Err(self.map_io(p, "write", e));
         }
 
         // The rename is durable only once the directory entry is synced.
         // Some filesystems refuse fsync on directories; the data itself is
         // already safe, so that failure is not worth reporting.
-        if let Ok(parent_dir) = dir.open_dir(cap_path(&plan.parent)) {
-            let _ = parent_dir.into_std_file().sync_all();
-        }
+        let _ = parent_dir.into_std_file().sync_all();
         Ok(())
+    }
+
+    /// Where an open directory of root `p.root_index` really is, relative to
+    /// that root: the kernel's own path of the open directory
+    /// (`/proc/self/fd/N`), so a name checked earlier cannot stand in for it.
+    /// Refused when it cannot be told (no `/proc`, a deleted directory) or it
+    /// is not beneath the root: the write must not go ahead blind.
+    fn landing_of(&self, p: &WorkspacePath, opened: &Dir) -> Result<PathBuf, WorkspaceError> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let link = format!("/proc/self/fd/{}", opened.as_fd().as_raw_fd());
+        let real = std::fs::read_link(&link).map_err(|e| WorkspaceError::Io {
+            path: p.display.clone(),
+            op: "tell where the directory of",
+            source: e,
+        })?;
+        let root = &self.inner.roots[p.root_index];
+        real.strip_prefix(root).map(Path::to_path_buf).map_err(|_| {
+            WorkspaceError::OutsideWorkspace {
+                path: p.display.clone(),
+                roots: root.display().to_string(),
+            }
+        })
     }
 
     /// Works out where a write to `p` lands, without changing anything.
@@ -550,7 +629,6 @@ impl Workspace {
         let parent = target.parent().map(Path::to_path_buf).unwrap_or_default();
         let missing_dirs = self.missing_parents(p, &parent)?;
         Ok(WritePlan {
-            target,
             parent,
             file_name,
             permissions,
@@ -795,7 +873,7 @@ mod tests {
         std::fs::create_dir_all(f.root.join("a")).unwrap();
         let p = f.ws.resolve("a/../../outside/secret.txt").unwrap();
         assert_outside(f.ws.read_bytes(&p).unwrap_err());
-        assert_outside(f.ws.write_atomic(&p, b"x").unwrap_err());
+        assert_outside(f.ws.write_atomic(&p, b"x", &|_| Ok(())).unwrap_err());
         assert_eq!(
             std::fs::read_to_string(f.outside.join("secret.txt")).unwrap(),
             "secret"
@@ -886,7 +964,7 @@ mod tests {
             let p = f.ws.resolve(name).unwrap();
             assert_outside(f.ws.read_bytes(&p).unwrap_err());
             assert_outside(f.ws.read_text_if_exists(&p).unwrap_err());
-            assert_outside(f.ws.write_atomic(&p, b"pwned").unwrap_err());
+            assert_outside(f.ws.write_atomic(&p, b"pwned", &|_| Ok(())).unwrap_err());
             // The link itself must survive a refused write.
             assert!(std::fs::symlink_metadata(f.root.join(name))
                 .unwrap()
@@ -908,10 +986,10 @@ mod tests {
         let file = f.ws.resolve("out/secret.txt").unwrap();
         assert_outside(f.ws.read_bytes(&file).unwrap_err());
         let new = f.ws.resolve("out/new.txt").unwrap();
-        assert_outside(f.ws.write_atomic(&new, b"x").unwrap_err());
+        assert_outside(f.ws.write_atomic(&new, b"x", &|_| Ok(())).unwrap_err());
         assert!(!f.outside.join("new.txt").exists());
         let deeper = f.ws.resolve("out/sub/new.txt").unwrap();
-        assert_outside(f.ws.write_atomic(&deeper, b"x").unwrap_err());
+        assert_outside(f.ws.write_atomic(&deeper, b"x", &|_| Ok(())).unwrap_err());
         assert!(!f.outside.join("sub").exists());
     }
 
@@ -936,7 +1014,7 @@ mod tests {
             f.ws.read_text_if_exists(&p).unwrap().as_deref(),
             Some("old")
         );
-        f.ws.write_atomic(&p, b"new").unwrap();
+        f.ws.write_atomic(&p, b"new", &|_| Ok(())).unwrap();
         assert_eq!(
             std::fs::read_to_string(f.root.join("real.txt")).unwrap(),
             "new"
@@ -953,7 +1031,7 @@ mod tests {
         symlink("nowhere.txt", f.root.join("dangling")).unwrap();
         let p = f.ws.resolve("dangling").unwrap();
         assert!(matches!(
-            f.ws.write_atomic(&p, b"x"),
+            f.ws.write_atomic(&p, b"x", &|_| Ok(())),
             Err(WorkspaceError::DanglingSymlink { .. })
         ));
         assert!(!f.root.join("nowhere.txt").exists());
@@ -963,7 +1041,7 @@ mod tests {
     fn write_creates_parents_atomically_and_keeps_permissions() {
         let f = fixture();
         let p = f.ws.resolve("deep/er/file.txt").unwrap();
-        f.ws.write_atomic(&p, b"first").unwrap();
+        f.ws.write_atomic(&p, b"first", &|_| Ok(())).unwrap();
         assert_eq!(
             std::fs::read_to_string(f.root.join("deep/er/file.txt")).unwrap(),
             "first"
@@ -971,7 +1049,7 @@ mod tests {
 
         let target = f.root.join("deep/er/file.txt");
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o750)).unwrap();
-        f.ws.write_atomic(&p, b"second").unwrap();
+        f.ws.write_atomic(&p, b"second", &|_| Ok(())).unwrap();
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "second");
         let mode = std::fs::metadata(&target).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o750);
@@ -993,7 +1071,7 @@ mod tests {
         // which is only true if the write went to a new file and was renamed.
         let mut held = std::fs::File::open(&target).unwrap();
         let p = f.ws.resolve("a.txt").unwrap();
-        f.ws.write_atomic(&p, b"after").unwrap();
+        f.ws.write_atomic(&p, b"after", &|_| Ok(())).unwrap();
         let mut old = String::new();
         held.read_to_string(&mut old).unwrap();
         assert_eq!(old, "before");
@@ -1004,7 +1082,7 @@ mod tests {
     fn write_with_dotdot_after_missing_dir_creates_nothing() {
         let f = fixture();
         let p = f.ws.resolve("newdir/../../escape.txt").unwrap();
-        let err = f.ws.write_atomic(&p, b"x").unwrap_err();
+        let err = f.ws.write_atomic(&p, b"x", &|_| Ok(())).unwrap_err();
         assert!(
             matches!(err, WorkspaceError::UnresolvableParent { .. }),
             "{err:?}"
@@ -1018,12 +1096,14 @@ mod tests {
         std::fs::create_dir_all(f.root.join("d")).unwrap();
         let p = f.ws.resolve("d").unwrap();
         assert!(matches!(
-            f.ws.write_atomic(&p, b"x"),
+            f.ws.write_atomic(&p, b"x", &|_| Ok(())),
             Err(WorkspaceError::NotAFile { .. })
         ));
         std::fs::write(f.root.join("plain"), "x").unwrap();
         let under_file = f.ws.resolve("plain/child.txt").unwrap();
-        let err = f.ws.write_atomic(&under_file, b"x").unwrap_err();
+        let err =
+            f.ws.write_atomic(&under_file, b"x", &|_| Ok(()))
+                .unwrap_err();
         assert!(
             matches!(&err, WorkspaceError::NotADirectory { path } if path == "plain"),
             "{err:?}"
