@@ -950,3 +950,212 @@ async fn a_workspace_replaced_under_a_running_session_stops_it() {
     assert_eq!(mock.requests().len(), 1, "no model request after the move");
     t.shutdown().await;
 }
+
+/// A command tries to trade a read-only mount's parent for a tree of its own (`mv .git .git-old &&
+/// mkdir .git`, the same with `.vscode` and with tandem's data dir inside the workspace), and to
+/// reach the git internals beyond hooks and config (`info/`, `commondir`, `objects/info/
+/// alternates`, a missing `hooks/`, a submodule's hooks and config, a linked worktree's
+/// `gitdir`). Every variant fails in both layers and the user's repository is byte-identical.
+#[tokio::test]
+async fn commands_cannot_replace_protected_folders_or_reach_other_git_internals() {
+    let attempts = [
+        "mv .git .git-old && mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit",
+        "rm -rf .git/hooks .git/config .git/info .git/modules/lib/config",
+        "mv .vscode .vscode-old && mkdir .vscode && echo '{\"evil\":1}' > .vscode/settings.json",
+        "mv state state-old && mkdir state && echo evil > state/tandem.sqlite3",
+        "echo '*.txt filter=evil' > .git/info/attributes",
+        "echo /tmp/evil > .git/commondir",
+        "mkdir -p .git/objects/info && echo /tmp/evil > .git/objects/info/alternates",
+        "echo evil > .git/modules/lib/hooks/post-checkout",
+        "echo '[core] hooksPath=/tmp' >> .git/modules/lib/config",
+        "echo /tmp/evil > .git/worktrees/wt/gitdir",
+        "echo evil > .git/config.worktree",
+    ];
+    for layer in ["auto", "landlock"] {
+        let ws = workspace();
+        let root = canonical(ws.path());
+        for dir in [
+            ".git/objects",
+            ".git/refs",
+            ".git/modules/lib/hooks",
+            ".git/modules/lib/objects",
+            ".git/worktrees/wt",
+            ".vscode",
+            "src",
+        ] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        // No .git/hooks and no .git/info: the command must not be able to create them.
+        std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(root.join(".git/modules/lib/config"), "[core]\n").unwrap();
+        std::fs::write(root.join(".git/worktrees/wt/gitdir"), "/elsewhere/.git\n").unwrap();
+        std::fs::write(root.join(".vscode/settings.json"), "{}\n").unwrap();
+        let before = tree_digest(&root);
+        let mock = MockLlm::start().await;
+        let calls: Vec<(String, String, String)> = attempts
+            .iter()
+            .enumerate()
+            .map(|(i, command)| {
+                (
+                    format!("c{i}"),
+                    "shell".to_owned(),
+                    json!({ "command": format!("({command}) 2>&1; echo exit=$?") }).to_string(),
+                )
+            })
+            .collect();
+        mock.push(Script::tool_calls(calls));
+        mock.push(Script::text_reply("ok"));
+        let t = Tandem::start_with(
+            TandemOptions::with_mock(&mock)
+                .data_dir("state")
+                .cwd(&root)
+                .env("TANDEM_SANDBOX", layer),
+        )
+        .await;
+        let sid = t.new_session_with(&root, json!({"mode": "fullAuto"})).await["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        t.prompt(&sid, "make yourself at home").await;
+        assert_eq!(t.wait_turn_ended(&sid).await["reason"], "completed");
+        let results = tool_results(&mock.request(1));
+        t.shutdown().await;
+        for (i, command) in attempts.iter().enumerate() {
+            eprintln!("{layer} {command}: {}", results[i].1.replace('\n', " | "));
+        }
+        let after = tree_digest(&root);
+        let changed: Vec<&String> = after
+            .iter()
+            .filter(|(path, digest)| {
+                before.get(*path) != Some(digest) && !path.starts_with("state/")
+            })
+            .map(|(path, _)| path)
+            .chain(before.keys().filter(|path| !after.contains_key(*path)))
+            .collect();
+        assert!(
+            changed.is_empty(),
+            "{layer}: the commands changed {changed:?}"
+        );
+        assert!(
+            !root.join(".git-old").exists() && !root.join(".vscode-old").exists(),
+            "{layer}"
+        );
+        assert!(!root.join("state-old").exists(), "{layer}");
+        eprintln!(
+            "{layer}: {} replacement and git-internal attacks, 0 got through",
+            attempts.len()
+        );
+    }
+}
+
+/// Every file below `root` (links not followed) with a digest of its content, by relative path;
+/// folders tandem itself creates to protect them (`.git/hooks`, `.git/info`, `.git/objects/info`)
+/// count only if something appears inside them.
+fn tree_digest(root: &std::path::Path) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let relative = path.strip_prefix(root).unwrap().display().to_string();
+            let kind = entry.file_type().unwrap();
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_symlink() {
+                out.insert(
+                    relative,
+                    format!("link {}", std::fs::read_link(&path).unwrap().display()),
+                );
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                out.insert(
+                    relative,
+                    format!("{} bytes, {:x}", bytes.len(), md5ish(&bytes)),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// FNV-1a: enough to tell contents apart in a test.
+fn md5ish(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// With the network closed no socket of the host is reachable from a command under bubblewrap:
+/// pathname unix sockets in a system folder and under /run, TCP and UDP on the host's loopback.
+#[tokio::test]
+async fn host_sockets_are_out_of_reach_with_the_network_closed() {
+    use std::os::unix::net::UnixListener;
+    let pid = std::process::id();
+    let var_dir = std::path::PathBuf::from(format!("/var/tmp/tandem-sock-{pid}"));
+    std::fs::create_dir_all(&var_dir).unwrap();
+    let var_socket = var_dir.join("agent.sock");
+    let _ = std::fs::remove_file(&var_socket);
+    let _var = UnixListener::bind(&var_socket).unwrap();
+    let run_socket = std::path::PathBuf::from(format!("/run/tandem-sock-{pid}.sock"));
+    let _ = std::fs::remove_file(&run_socket);
+    let _run = UnixListener::bind(&run_socket).ok();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let tcp_port = tcp.local_addr().unwrap().port();
+    let probe = format!(
+        r#"/usr/bin/python3 - <<'PY'
+import socket
+for path in ["{var}", "{run}"]:
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(path); print("UNIX-REACHED", path)
+    except OSError as e:
+        print("unix-blocked", path, e)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    u.sendto(b"leak", ("127.0.0.1", {udp_port})); print("udp-sent")
+except OSError as e:
+    print("udp-blocked", e)
+t = socket.socket()
+t.settimeout(2)
+try:
+    t.connect(("127.0.0.1", {tcp_port})); print("TCP-REACHED")
+except OSError as e:
+    print("tcp-blocked", e)
+PY"#,
+        var = var_socket.display(),
+        run = run_socket.display(),
+    );
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_call_reply(
+        "p",
+        "shell",
+        json!({ "command": probe }),
+    ));
+    mock.push(Script::text_reply("ok"));
+    let t = Tandem::start_with(TandemOptions::with_mock(&mock).env("TANDEM_SANDBOX", "auto")).await;
+    let sid = t
+        .new_session_with(ws.path(), json!({"mode": "fullAuto"}))
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    t.prompt(&sid, "probe").await;
+    t.wait_turn_ended(&sid).await;
+    let result = tool_results(&mock.request(1))[0].1.clone();
+    t.shutdown().await;
+    let _ = std::fs::remove_file(&run_socket);
+    let _ = std::fs::remove_dir_all(&var_dir);
+    assert!(result.contains("unix-blocked"), "the probe ran: {result}");
+    assert!(!result.contains("UNIX-REACHED"), "{result}");
+    assert!(!result.contains("TCP-REACHED"), "{result}");
+    let mut buf = [0u8; 16];
+    assert!(
+        udp.recv_from(&mut buf).is_err(),
+        "a datagram reached the host: {result}"
+    );
+}

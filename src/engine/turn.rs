@@ -1605,6 +1605,13 @@ impl Turn {
                 let session = self.session.clone();
                 let turn_id = self.turn_id.clone();
                 let tool_call_id = call.id.clone();
+                // Git files a mount cannot cover (they may not exist yet) are checked after.
+                let sentinel_roots = self.session.workspace.roots().to_vec();
+                let sentinels = tokio::task::spawn_blocking(move || {
+                    sandbox::GitSentinels::before(&sentinel_roots)
+                })
+                .await
+                .unwrap_or_default();
                 let result = shell::run(request, &self.cancel, |chunk| {
                     session.emit(
                         Some(&turn_id),
@@ -1618,7 +1625,12 @@ impl Turn {
                     );
                 })
                 .await;
-                let text = result.model_text(timeout);
+                let mut text = result.model_text(timeout);
+                if let Ok(Some(note)) = tokio::task::spawn_blocking(move || sentinels.after()).await
+                {
+                    text.push('\n');
+                    text.push_str(&note);
+                }
                 let keep_going = match result.end {
                     shell::ShellEnd::Interrupted => {
                         self.commit_result(call, ResultStatus::Interrupted, text, None);

@@ -276,19 +276,129 @@ pub fn read_only_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
         }
         let link = root.join(".git");
         match std::fs::symlink_metadata(&link) {
-            Ok(meta) if meta.is_dir() => {
-                for inner in ["hooks", "config"] {
-                    let path = link.join(inner);
-                    if std::fs::symlink_metadata(&path).is_ok() {
-                        paths.push(path);
-                    }
-                }
-            }
+            Ok(meta) if meta.is_dir() => git_internals(&link, 0, &mut paths),
             Ok(meta) if meta.is_file() => paths.push(link),
             _ => {}
         }
     }
     paths
+}
+
+/// The parts of a git directory that make git run code or read another repository's config
+/// or objects: hooks, config (and `config.worktree`), `info/` (attributes can name filter
+/// drivers, `info/exclude` is harmless but lives there), `commondir` (turns the repository into
+/// a linked worktree of another), `objects/info/` (`alternates`), and the same inside each
+/// submodule's (`modules/*`) and linked worktree's (`worktrees/*`) git directory. The folders
+/// `hooks`, `info` and `objects/info` are created when missing, as `git init` would, so that
+/// they can be mounted read-only: a command must not be able to create them and fill them.
+/// Missing files (`commondir`, `config.worktree`) cannot be mounted over; [`GitSentinels`]
+/// removes them when a command creates one.
+fn git_internals(git_dir: &Path, depth: usize, paths: &mut Vec<PathBuf>) {
+    for folder in ["hooks", "info", "objects/info"] {
+        let path = git_dir.join(folder);
+        if std::fs::symlink_metadata(&path).is_err() && git_dir.join("objects").is_dir() {
+            if let Err(e) = std::fs::create_dir_all(&path) {
+                tracing::warn!(path = %path.display(), error = %e, "cannot create a git folder to protect it");
+            }
+        }
+    }
+    for inner in [
+        "hooks",
+        "config",
+        "config.worktree",
+        "info",
+        "commondir",
+        "objects/info",
+        "gitdir",
+    ] {
+        let path = git_dir.join(inner);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            paths.push(path);
+        }
+    }
+    // Submodules nest (modules/a/modules/b); a few levels cover real repositories.
+    if depth < 4 {
+        for nested in ["modules", "worktrees"] {
+            if let Ok(entries) = std::fs::read_dir(git_dir.join(nested)) {
+                for entry in entries.flatten() {
+                    if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                        git_internals(&entry.path(), depth + 1, paths);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Git files that may not exist and so cannot be mounted read-only (`commondir`,
+/// `config.worktree` of each root's git directory): noted before a command, and removed after it
+/// if the command created one, with a line for the model saying so.
+#[derive(Debug, Default)]
+pub struct GitSentinels {
+    missing: Vec<PathBuf>,
+}
+
+impl GitSentinels {
+    /// Which of the sentinel files are missing now.
+    pub fn before(roots: &[PathBuf]) -> GitSentinels {
+        let missing = roots
+            .iter()
+            .map(|root| root.join(".git"))
+            .filter(|git| git.is_dir())
+            .flat_map(|git| [git.join("commondir"), git.join("config.worktree")])
+            .filter(|path| std::fs::symlink_metadata(path).is_err())
+            .collect();
+        GitSentinels { missing }
+    }
+
+    /// Remove the sentinel files the command created; the note for the model, if any.
+    pub fn after(self) -> Option<String> {
+        let mut removed = Vec::new();
+        for path in self.missing {
+            if std::fs::symlink_metadata(&path).is_ok() {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => removed.push(path.display().to_string()),
+                    Err(e) => {
+                        removed.push(format!("{} (could not remove it: {e})", path.display()))
+                    }
+                }
+            }
+        }
+        (!removed.is_empty()).then(|| {
+            format!(
+                "tandem removed {}, which the command created: git files that make git read another repository's config or hooks are not writable to commands",
+                removed.join(", ")
+            )
+        })
+    }
+}
+
+/// The host's pathname unix sockets that a command could `connect` to, from `/proc/net/unix`,
+/// except those under `/run` (an empty tmpfs in the sandbox), `/tmp` (private), `/proc`, `/dev`
+/// and `/sys`: each is covered by `/dev/null` in the sandbox.
+fn host_unix_sockets() -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(table) = std::fs::read_to_string("/proc/net/unix") else {
+        return Vec::new();
+    };
+    let mut sockets: Vec<PathBuf> = table
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().nth(7))
+        .filter(|path| path.starts_with('/'))
+        .map(PathBuf::from)
+        .filter(|path| {
+            !["/run", "/tmp", "/proc", "/dev", "/sys"]
+                .iter()
+                .any(|skip| path.starts_with(skip))
+        })
+        .filter(|path| {
+            std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_socket())
+        })
+        .collect();
+    sockets.sort();
+    sockets.dedup();
+    sockets
 }
 
 /// How one command is confined, built from the status and the session's policy.
@@ -382,6 +492,13 @@ pub fn bwrap_args(
         temp.display().to_string(),
         "/tmp".into(),
     ];
+    if !policy.network {
+        // With the network closed, no socket of the host may be reachable. Abstract ones and
+        // TCP/UDP live in the network namespace (`--unshare-net`); pathname ones are files, and
+        // a read-only mount does not stop a `connect`. /run (D-Bus, the user's runtime dir,
+        // docker.sock) becomes an empty tmpfs; the rest are covered one by one below.
+        args.extend(["--tmpfs".into(), "/run".into()]);
+    }
     if let Some(helper) = helper {
         // The Landlock helper runs inside; keep it visible even if it lives under /tmp.
         args.extend([
@@ -397,6 +514,31 @@ pub fn bwrap_args(
             root.display().to_string(),
         ]);
     }
+    // Every folder between a root and a protected path is mounted onto itself first: a mount
+    // point cannot be renamed or removed (EBUSY), so `mv .git .git-old && mkdir .git` cannot
+    // trade a read-only mount's parent for a tree of the command's own.
+    let mut ancestors: Vec<&Path> = policy
+        .read_only
+        .iter()
+        .filter_map(|path| {
+            let root = policy.writable.iter().find(|root| path.starts_with(root))?;
+            Some(
+                path.ancestors()
+                    .skip(1)
+                    .take_while(move |a| a.starts_with(root) && *a != root.as_path()),
+            )
+        })
+        .flatten()
+        .collect();
+    ancestors.sort_by_key(|a| (a.components().count(), a.to_path_buf()));
+    ancestors.dedup();
+    for ancestor in ancestors {
+        args.extend([
+            "--bind-try".into(),
+            ancestor.display().to_string(),
+            ancestor.display().to_string(),
+        ]);
+    }
     // Read-only binds over the writable roots (`.git/hooks`, `.git/config`, tandem's files;
     // see `read_only_paths`); they come after the roots so they win.
     for path in &policy.read_only {
@@ -408,6 +550,13 @@ pub fn bwrap_args(
     }
     if !policy.network {
         args.push("--unshare-net".into());
+        for socket in host_unix_sockets() {
+            args.extend([
+                "--ro-bind-try".into(),
+                "/dev/null".into(),
+                socket.display().to_string(),
+            ]);
+        }
     }
     args.extend([
         "--unshare-pid".into(),
