@@ -19,6 +19,13 @@ import { editedContent, formatExit, hasDecision, promptWithSelection, type Selec
 
 type ToolItem = Extract<ChatItem, { type: 'tool' }>;
 
+/** A steer that found no running turn; `prompt` sends the text as a prompt then. */
+class NoTurnToSteer extends Error {
+  constructor() {
+    super('No turn is running, so there is nothing to steer: send it as a prompt instead.');
+  }
+}
+
 export class Controller implements vscode.Disposable {
   readonly state = new ChatState();
   readonly bridge = new ViewBridge(this.state);
@@ -33,6 +40,8 @@ export class Controller implements vscode.Disposable {
   private draft: { model?: string; mode?: Mode } = {};
   /** The session/new in flight, so prompts sent before it answers share one session. */
   private creating?: Promise<string>;
+  /** Resolved at the next turnEnded: a prompt that met a turn in the middle of ending waits for it. */
+  private turnEndWaiters: Array<() => void> = [];
   private cwd = os.homedir();
   /** Lets the chat view reveal itself (set by extension.ts). */
   revealChat: (focusInput?: boolean) => void = () => {};
@@ -279,6 +288,9 @@ export class Controller implements vscode.Disposable {
   // ---- events -----------------------------------------------------------------------------------------
 
   private onEvent(e: SessionEvent): void {
+    if (e.type === 'turnEnded') {
+      for (const resolve of this.turnEndWaiters.splice(0)) resolve();
+    }
     // A draft has no session, so any event belongs to one left behind (a turn stopped by New Session).
     if (!this.state.meta.sessionId) return;
     const change = this.state.apply(e);
@@ -350,21 +362,37 @@ export class Controller implements vscode.Disposable {
   // ---- actions ----------------------------------------------------------------------------------------
 
   async prompt(text: string, selection?: SelectionContext): Promise<void> {
-    if (this.state.meta.sessionId && this.state.meta.turn !== 'idle') return this.steer(text);
+    if (this.state.meta.sessionId && this.state.meta.turn !== 'idle') {
+      try {
+        return await this.steer(text);
+      } catch (err) {
+        // The turn ended between what the chat showed and the server's answer: the text becomes
+        // the next prompt instead of an error.
+        if (!(err instanceof NoTurnToSteer)) throw err;
+      }
+    }
     const client = await this.server();
     const sessionId = await this.session(client);
     const content = promptWithSelection(text, selection);
     this.publish(this.state.addUser(selection ? `${text}\n(with the selection from ${selection.path})` : text));
+    // A prompt can meet a turn the chat has not seen yet: a running one takes the text as a steer;
+    // one that is already ending (it refuses both a prompt and a steer until its turnEnded) is
+    // waited for, and the text then starts the next turn. Either way the text is not lost.
     try {
       await client.prompt(sessionId, content);
+      return;
     } catch (err) {
-      if (errorKind(err) === 'turnInProgress') {
-        // The server still runs a turn we did not see start: steer instead of losing the text.
-        await client.steer(sessionId, content);
-        return;
-      }
-      throw err;
+      if (errorKind(err) !== 'turnInProgress') throw err;
     }
+    const ended = new Promise<void>((resolve) => this.turnEndWaiters.push(resolve));
+    try {
+      await client.steer(sessionId, typeof content === 'string' ? content : text);
+      return;
+    } catch (err) {
+      if (errorKind(err) !== 'noTurnRunning') throw err;
+    }
+    await ended;
+    await client.prompt(sessionId, content);
   }
 
   async steer(text: string): Promise<void> {
@@ -374,7 +402,7 @@ export class Controller implements vscode.Disposable {
       await client.steer(sessionId, text);
       this.publish(this.state.addUser(text, true));
     } catch (err) {
-      if (errorKind(err) === 'noTurnRunning') throw new Error('No turn is running, so there is nothing to steer: send it as a prompt instead.');
+      if (errorKind(err) === 'noTurnRunning') throw new NoTurnToSteer();
       throw err;
     }
   }
