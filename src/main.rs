@@ -79,6 +79,9 @@ enum Command {
         /// Keep TCP connect and bind allowed.
         #[arg(long)]
         network: bool,
+        /// Refuse every socket but TCP (no network namespace holds the command: Landlock alone).
+        #[arg(long)]
+        seal_sockets: bool,
         /// Only prove that Landlock confines here and print what was proved.
         #[arg(long)]
         probe: bool,
@@ -117,6 +120,7 @@ fn main() -> ExitCode {
         protect,
         tmp,
         network,
+        seal_sockets,
         probe,
         command,
     } = cli.command
@@ -130,6 +134,7 @@ fn main() -> ExitCode {
                 protect,
                 tmp,
                 network,
+                seal_sockets,
             };
             tandem::tools::landlock::exec(&spec, &command)
         };

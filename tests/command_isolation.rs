@@ -75,12 +75,7 @@ async fn commands_get_a_minimal_environment_in_every_layer() {
                 .env("MY_TOOL_HOME", "/opt/tool"),
         )
         .await;
-        let sid = t
-            .new_session_with(ws.path(), json!({"mode": "fullAuto"}))
-            .await["sessionId"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let sid = t.new_session_in(ws.path(), "fullAuto").await;
         mock.push(Script::tool_call_reply(
             "e1",
             "shell",

@@ -95,12 +95,7 @@ async fn protected_paths_are_refused_before_any_approval() {
             .arg(config.to_str().unwrap()),
     )
     .await;
-    let sid = t
-        .new_session_with(ws.path(), json!({"mode": "fullAuto"}))
-        .await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = t.new_session_in(ws.path(), "fullAuto").await;
     t.prompt(&sid, "make yourself at home").await;
     t.wait_turn_ended(&sid).await;
     let results = tool_results(&mock.request(1));
@@ -145,12 +140,7 @@ async fn secrets_need_an_explicit_approval_even_in_full_auto() {
     ]));
     mock.push(Script::text_reply("ok"));
     let t = Tandem::start(&mock).await;
-    let sid = t
-        .new_session_with(ws.path(), json!({"mode": "fullAuto"}))
-        .await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = t.new_session_in(ws.path(), "fullAuto").await;
     t.prompt(&sid, "find the token").await;
     let first = t.wait_approval(&sid).await;
     assert_eq!(first["toolCallId"], "r1");
@@ -239,12 +229,7 @@ async fn hostile_commands_cannot_reach_the_network_or_escape_the_workspace() {
     mock.push(Script::text_reply("ok"));
     std::fs::create_dir_all(ws.path().join(".git/hooks")).unwrap();
     let t = Tandem::start(&mock).await;
-    let sid = t
-        .new_session_with(ws.path(), json!({"mode": "fullAuto"}))
-        .await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = t.new_session_in(ws.path(), "fullAuto").await;
     t.prompt(&sid, "ship it").await;
     let ended = t.wait_turn_ended(&sid).await;
     assert_eq!(ended["reason"], "completed");
@@ -331,12 +316,7 @@ async fn without_a_sandbox_every_command_needs_approval_even_in_full_auto() {
     mock.push(Script::text_reply("ok"));
     let t = Tandem::start_with(TandemOptions::with_mock(&mock).env("TANDEM_DISABLE_SANDBOX", "1"))
         .await;
-    let sid = t
-        .new_session_with(ws.path(), json!({"mode": "fullAuto"}))
-        .await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = t.new_session_in(ws.path(), "fullAuto").await;
     t.prompt(&sid, "run").await;
     let approval = t.wait_approval(&sid).await;
     let reason = approval["reason"].as_str().unwrap();
@@ -455,12 +435,7 @@ async fn every_secret_pattern_asks_before_a_read_even_in_full_auto() {
     mock.push(Script::tool_calls(calls));
     mock.push(Script::text_reply("ok"));
     let t = Tandem::start(&mock).await;
-    let sid = t
-        .new_session_with(ws.path(), json!({"mode": "fullAuto"}))
-        .await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = t.new_session_in(ws.path(), "fullAuto").await;
     t.prompt(&sid, "collect credentials").await;
     for i in 0..secrets.len() {
         let approval = t.wait_approval(&sid).await;
@@ -525,10 +500,7 @@ async fn edits_of_a_secret_file_are_no_oracle_in_any_mode() {
         mock.push(Script::tool_calls(calls));
         mock.push(Script::text_reply("ok"));
         let t = Tandem::start(&mock).await;
-        let sid = t.new_session_with(ws.path(), json!({"mode": mode})).await["sessionId"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let sid = t.new_session_in(ws.path(), mode).await;
         t.prompt(&sid, "guess the token").await;
         for i in 0..guesses {
             let approval = t.wait_approval(&sid).await;
@@ -586,12 +558,7 @@ async fn an_approved_edit_of_a_secret_file_reports_its_own_failure() {
     ));
     mock.push(Script::text_reply("ok"));
     let t = Tandem::start(&mock).await;
-    let sid = t
-        .new_session_with(ws.path(), json!({"mode": "fullAuto"}))
-        .await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = t.new_session_in(ws.path(), "fullAuto").await;
     t.prompt(&sid, "edit").await;
     let approval = t.wait_approval(&sid).await;
     t.approve(
@@ -640,10 +607,7 @@ async fn a_relative_or_linked_data_dir_is_protected_from_the_first_op() {
                 .cwd(&root),
         )
         .await;
-        let sid = t.new_session_with(&root, json!({"mode": "fullAuto"})).await["sessionId"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let sid = t.new_session_in(&root, "fullAuto").await;
         t.prompt(&sid, "plant something").await;
         t.wait_turn_ended(&sid).await;
         let results = tool_results(&mock.request(1));
@@ -734,10 +698,7 @@ async fn files_that_run_code_are_refused_or_asked_and_read_only_to_commands() {
         mock.push(Script::text_reply("ok"));
         let t =
             Tandem::start_with(TandemOptions::with_mock(&mock).env("TANDEM_SANDBOX", layer)).await;
-        let sid = t.new_session_with(&root, json!({"mode": "fullAuto"})).await["sessionId"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let sid = t.new_session_in(&root, "fullAuto").await;
         t.prompt(&sid, "make yourself at home").await;
         for path in asked {
             let approval = t.wait_approval(&sid).await;
@@ -874,10 +835,7 @@ async fn a_folder_swapped_for_a_link_after_authorization_cannot_redirect_a_write
             let t =
                 Tandem::start_with(TandemOptions::with_mock(&mock).env("TANDEM_SANDBOX", layer))
                     .await;
-            let sid = t.new_session_with(&root, json!({"mode": "fullAuto"})).await["sessionId"]
-                .as_str()
-                .unwrap()
-                .to_owned();
+            let sid = t.new_session_in(&root, "fullAuto").await;
             t.prompt(&sid, "set things up").await;
             t.wait_turn_ended(&sid).await;
             let results = tool_results(&mock.request(1));
@@ -913,10 +871,7 @@ async fn a_workspace_replaced_under_a_running_session_stops_it() {
     let mock = MockLlm::start().await;
     mock.push(Script::text_reply("hello"));
     let t = Tandem::start(&mock).await;
-    let sid = t.new_session_with(&root, json!({"mode": "fullAuto"})).await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = t.new_session_in(&root, "fullAuto").await;
     t.prompt(&sid, "hi").await;
     assert_eq!(t.wait_turn_ended(&sid).await["reason"], "completed");
 
@@ -1013,10 +968,7 @@ async fn commands_cannot_replace_protected_folders_or_reach_other_git_internals(
                 .env("TANDEM_SANDBOX", layer),
         )
         .await;
-        let sid = t.new_session_with(&root, json!({"mode": "fullAuto"})).await["sessionId"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let sid = t.new_session_in(&root, "fullAuto").await;
         t.prompt(&sid, "make yourself at home").await;
         assert_eq!(t.wait_turn_ended(&sid).await["reason"], "completed");
         let results = tool_results(&mock.request(1));
@@ -1086,8 +1038,10 @@ fn md5ish(bytes: &[u8]) -> u64 {
     })
 }
 
-/// With the network closed no socket of the host is reachable from a command under bubblewrap:
-/// pathname unix sockets in a system folder and under /run, TCP and UDP on the host's loopback.
+/// With the network closed no socket of the host is reachable from a command, under bubblewrap
+/// (network namespace, /run and socket files covered) and under Landlock alone (Landlock for TCP,
+/// a seccomp filter for every other socket): pathname unix sockets in a system folder and under
+/// /run, TCP and UDP on the host's loopback.
 #[tokio::test]
 async fn host_sockets_are_out_of_reach_with_the_network_closed() {
     use std::os::unix::net::UnixListener;
@@ -1109,19 +1063,19 @@ async fn host_sockets_are_out_of_reach_with_the_network_closed() {
         r#"/usr/bin/python3 - <<'PY'
 import socket
 for path in ["{var}", "{run}"]:
-    s = socket.socket(socket.AF_UNIX)
     try:
+        s = socket.socket(socket.AF_UNIX)
         s.connect(path); print("UNIX-REACHED", path)
     except OSError as e:
         print("unix-blocked", path, e)
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 try:
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     u.sendto(b"leak", ("127.0.0.1", {udp_port})); print("udp-sent")
 except OSError as e:
     print("udp-blocked", e)
-t = socket.socket()
-t.settimeout(2)
 try:
+    t = socket.socket()
+    t.settimeout(2)
     t.connect(("127.0.0.1", {tcp_port})); print("TCP-REACHED")
 except OSError as e:
     print("tcp-blocked", e)
@@ -1129,33 +1083,35 @@ PY"#,
         var = var_socket.display(),
         run = run_socket.display(),
     );
-    let ws = workspace();
-    let mock = MockLlm::start().await;
-    mock.push(Script::tool_call_reply(
-        "p",
-        "shell",
-        json!({ "command": probe }),
-    ));
-    mock.push(Script::text_reply("ok"));
-    let t = Tandem::start_with(TandemOptions::with_mock(&mock).env("TANDEM_SANDBOX", "auto")).await;
-    let sid = t
-        .new_session_with(ws.path(), json!({"mode": "fullAuto"}))
-        .await["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    t.prompt(&sid, "probe").await;
-    t.wait_turn_ended(&sid).await;
-    let result = tool_results(&mock.request(1))[0].1.clone();
-    t.shutdown().await;
+    for layer in ["auto", "landlock"] {
+        let ws = workspace();
+        let mock = MockLlm::start().await;
+        mock.push(Script::tool_call_reply(
+            "p",
+            "shell",
+            json!({ "command": probe }),
+        ));
+        mock.push(Script::text_reply("ok"));
+        let t =
+            Tandem::start_with(TandemOptions::with_mock(&mock).env("TANDEM_SANDBOX", layer)).await;
+        let sid = t.new_session_in(ws.path(), "fullAuto").await;
+        t.prompt(&sid, "probe").await;
+        t.wait_turn_ended(&sid).await;
+        let result = tool_results(&mock.request(1))[0].1.clone();
+        t.shutdown().await;
+        eprintln!("{layer}: {}", result.replace('\n', " | "));
+        assert!(
+            result.contains("unix-blocked"),
+            "{layer}: the probe ran: {result}"
+        );
+        assert!(!result.contains("UNIX-REACHED"), "{layer}: {result}");
+        assert!(!result.contains("TCP-REACHED"), "{layer}: {result}");
+        let mut buf = [0u8; 16];
+        assert!(
+            udp.recv_from(&mut buf).is_err(),
+            "{layer}: a datagram reached the host: {result}"
+        );
+    }
     let _ = std::fs::remove_file(&run_socket);
     let _ = std::fs::remove_dir_all(&var_dir);
-    assert!(result.contains("unix-blocked"), "the probe ran: {result}");
-    assert!(!result.contains("UNIX-REACHED"), "{result}");
-    assert!(!result.contains("TCP-REACHED"), "{result}");
-    let mut buf = [0u8; 16];
-    assert!(
-        udp.recv_from(&mut buf).is_err(),
-        "a datagram reached the host: {result}"
-    );
 }

@@ -943,6 +943,19 @@ impl Turn {
         self.emit(Event::Notice { kind, text });
     }
 
+    /// End the turn with `reason` and `text` as a non-retriable error: an error notice, and the
+    /// `turnEnded` fields that go with it.
+    fn fail(&self, reason: TurnEndReason, text: String) -> (TurnEndReason, Option<TurnError>) {
+        self.notice(NoticeKind::Error, text.clone());
+        (
+            reason,
+            Some(TurnError {
+                message: text,
+                retriable: false,
+            }),
+        )
+    }
+
     /// Whether the workspace folder was moved or replaced under the session (see
     /// `Workspace::moved`), checked off the async workers.
     async fn workspace_moved(&self) -> Option<String> {
@@ -1872,52 +1885,20 @@ impl Turn {
                     }),
                 )
             }
-            Outcome::ContextExceeded(text) => {
-                self.notice(NoticeKind::Error, text.clone());
-                (
-                    TurnEndReason::ContextExceeded,
-                    Some(TurnError {
-                        message: text,
-                        retriable: false,
-                    }),
-                )
-            }
-            Outcome::WorkspaceMoved(text) => {
-                self.notice(NoticeKind::Error, text.clone());
-                (
-                    TurnEndReason::Error,
-                    Some(TurnError {
-                        message: text,
-                        retriable: false,
-                    }),
-                )
-            }
+            Outcome::ContextExceeded(text) => self.fail(TurnEndReason::ContextExceeded, text),
+            Outcome::WorkspaceMoved(text) => self.fail(TurnEndReason::Error, text),
             Outcome::StoreFailed(cause) => {
                 let text = format!(
                     "the session store cannot write ({cause}), so the turn stopped: what it did from here could not be saved. Free disk space or end the program that holds the database lock; the next request saves what was lost and goes on"
                 );
-                self.notice(NoticeKind::Error, text.clone());
-                (
-                    TurnEndReason::Error,
-                    Some(TurnError {
-                        message: text,
-                        retriable: false,
-                    }),
-                )
+                self.fail(TurnEndReason::Error, text)
             }
             Outcome::MaxIterations => {
                 let text = format!(
                     "stopped after {} model requests in one turn (max_iterations); prompt again to continue",
                     self.session.engine.config.max_iterations
                 );
-                self.notice(NoticeKind::Error, text.clone());
-                (
-                    TurnEndReason::MaxIterations,
-                    Some(TurnError {
-                        message: text,
-                        retriable: false,
-                    }),
-                )
+                self.fail(TurnEndReason::MaxIterations, text)
             }
         };
         // Anything still pending belongs to this turn and can no longer be answered.

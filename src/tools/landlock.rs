@@ -44,6 +44,9 @@ pub struct Spec {
     pub tmp: Option<PathBuf>,
     /// Whether TCP connect and bind stay allowed.
     pub network: bool,
+    /// Whether every socket but TCP is refused ([`close_other_sockets`]): for Landlock alone,
+    /// where no network namespace keeps the host's UDP and unix sockets out of reach.
+    pub seal_sockets: bool,
 }
 
 /// How one path is granted.
@@ -220,6 +223,67 @@ pub fn probe() -> i32 {
     0
 }
 
+/// With the network closed, Landlock still lets a command reach the host by UDP (it has rules for
+/// TCP only) and by pathname unix sockets (no rule before ABI 9), and as root by raw or netlink
+/// sockets. A seccomp filter closes those: `socket()` is refused (`EACCES`) for every family but
+/// IPv4 and IPv6, and for those for every type but a stream (TCP, which Landlock rules); and
+/// `io_uring_setup` is refused, since io_uring creates sockets without the `socket` system call.
+/// `socketpair` stays allowed: it connects a process with itself, never with the host.
+fn close_other_sockets() -> Result<(), String> {
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule,
+    };
+    let condition = |index: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
+    };
+    let families = [libc::AF_INET as u64, libc::AF_INET6 as u64];
+    let mut socket_rules = vec![SeccompRule::new(vec![
+        condition(0, SeccompCmpOp::Ne, families[0])?,
+        condition(0, SeccompCmpOp::Ne, families[1])?,
+    ])
+    .map_err(|e| e.to_string())?];
+    // The type's low bits; SOCK_NONBLOCK and SOCK_CLOEXEC sit above them.
+    let not_streams = [
+        libc::SOCK_DGRAM,
+        libc::SOCK_RAW,
+        libc::SOCK_RDM,
+        libc::SOCK_SEQPACKET,
+    ];
+    for family in families {
+        for kind in not_streams {
+            socket_rules.push(
+                SeccompRule::new(vec![
+                    condition(0, SeccompCmpOp::Eq, family)?,
+                    condition(1, SeccompCmpOp::MaskedEq(0xf), kind as u64)?,
+                ])
+                .map_err(|e| e.to_string())?,
+            );
+        }
+    }
+    let rules = [
+        (libc::SYS_socket, socket_rules),
+        (libc::SYS_io_uring_setup, Vec::new()),
+    ]
+    .into_iter()
+    .collect();
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EACCES as u32),
+        arch,
+    )
+    .map_err(|e| e.to_string())?;
+    let program: BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+    // Landlock's restrict_self already set no_new_privs, which an unprivileged filter needs.
+    seccompiler::apply_filter(&program).map_err(|e| e.to_string())
+}
+
 /// `tandem sandbox-exec [grants] -- program args…`: restrict, then become the program. Returns
 /// only when it could not (the caller exits with the returned code).
 pub fn exec(spec: &Spec, program: &[std::ffi::OsString]) -> i32 {
@@ -228,7 +292,14 @@ pub fn exec(spec: &Spec, program: &[std::ffi::OsString]) -> i32 {
         return 2;
     };
     match restrict(spec) {
-        Ok(status) if status.ruleset != RulesetStatus::NotEnforced => {}
+        Ok(status) if status.ruleset != RulesetStatus::NotEnforced => {
+            if spec.seal_sockets && !spec.network {
+                if let Err(e) = close_other_sockets() {
+                    eprintln!("tandem sandbox: cannot close the host's sockets to the command ({e}), so it did not run; install bubblewrap");
+                    return REFUSED;
+                }
+            }
+        }
         Ok(_) => {
             eprintln!("tandem sandbox: Landlock is not enforced by this kernel, so the command did not run; install bubblewrap or enable Landlock");
             return REFUSED;

@@ -461,6 +461,10 @@ impl Confinement {
                     argv.extend(["--protect".into(), path.display().to_string()]);
                 }
                 argv.extend(["--tmp".into(), temp.display().to_string()]);
+                if !self.policy.network {
+                    // No network namespace here: UDP and the host's unix sockets need closing too.
+                    argv.push("--seal-sockets".into());
+                }
             }
             if self.policy.network {
                 argv.push("--network".into());
@@ -651,6 +655,21 @@ mod tests {
                 .join(" "),
             "/bin/tandem sandbox-exec --root /w --protect /w/tandem.toml --tmp /tmp/t1 --network -- /bin/bash -c ls"
         );
+        let sealed = Confinement::new(
+            &SandboxStatus::Landlock {
+                layer: layer(true),
+                why_not_bwrap: String::new(),
+            },
+            SandboxPolicy {
+                network: false,
+                ..alone.policy.clone()
+            },
+        )
+        .unwrap();
+        assert!(sealed
+            .argv(Path::new("/w"), Path::new("/tmp/t1"), "/bin/bash", "ls")
+            .join(" ")
+            .contains("--tmp /tmp/t1 --seal-sockets -- /bin/bash"));
     }
 
     #[test]

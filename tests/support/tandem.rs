@@ -919,6 +919,15 @@ impl Tandem {
         self.request_ok("session/new", params).await
     }
 
+    /// `session/new` in `mode`; returns the session id.
+    pub async fn new_session_in(&self, cwd: &Path, mode: &str) -> String {
+        let created = self.new_session_with(cwd, json!({ "mode": mode })).await;
+        created["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("session/new without a sessionId: {created}"))
+            .to_owned()
+    }
+
     /// `prompt` with a text; returns the turn id.
     pub async fn prompt(&self, session_id: &str, text: &str) -> String {
         self.prompt_content(session_id, json!(text)).await
