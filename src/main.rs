@@ -82,6 +82,13 @@ enum Command {
         /// Refuse every socket but TCP (no network namespace holds the command: Landlock alone).
         #[arg(long)]
         seal_sockets: bool,
+        /// Stay the command's parent and end everything it leaves running (no PID namespace
+        /// holds the command: Landlock alone).
+        #[arg(long)]
+        supervise: bool,
+        /// With --supervise: after SIGINT, how long the command gets before everything is killed.
+        #[arg(long, default_value_t = 100)]
+        grace_ms: u64,
         /// Only prove that Landlock confines here and print what was proved.
         #[arg(long)]
         probe: bool,
@@ -121,6 +128,8 @@ fn main() -> ExitCode {
         tmp,
         network,
         seal_sockets,
+        supervise,
+        grace_ms,
         probe,
         command,
     } = cli.command
@@ -135,6 +144,7 @@ fn main() -> ExitCode {
                 tmp,
                 network,
                 seal_sockets,
+                supervise: supervise.then(|| std::time::Duration::from_millis(grace_ms)),
             };
             tandem::tools::landlock::exec(&spec, &command)
         };

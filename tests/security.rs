@@ -1132,3 +1132,66 @@ PY"#,
     let _ = std::fs::remove_file(&run_socket);
     let _ = std::fs::remove_dir_all(&var_dir);
 }
+
+/// Processes a command leaves running (`setsid`, `nohup`, `&`) end with it in every layer: the
+/// PID namespace under bubblewrap, the helper as subreaper under Landlock alone. Each background
+/// process writes its pid before the command ends; after the turn each must be gone.
+#[tokio::test]
+async fn background_processes_end_with_their_command() {
+    for layer in ["auto", "landlock"] {
+        let ws = workspace();
+        let command = "setsid sh -c 'echo $$ > a.pid; exec sleep 60' & \
+                       nohup sh -c 'echo $$ > b.pid; exec sleep 60' >/dev/null 2>&1 & \
+                       (sh -c 'echo $$ > c.pid; exec sleep 60' &) ; \
+                       while [ ! -s a.pid ] || [ ! -s b.pid ] || [ ! -s c.pid ]; do :; done; echo started";
+        let mock = MockLlm::start().await;
+        mock.push(Script::tool_call_reply(
+            "bg",
+            "shell",
+            json!({ "command": command }),
+        ));
+        mock.push(Script::text_reply("ok"));
+        let t =
+            Tandem::start_with(TandemOptions::with_mock(&mock).env("TANDEM_SANDBOX", layer)).await;
+        let sid = t.new_session_in(ws.path(), "fullAuto").await;
+        t.prompt(&sid, "start a server").await;
+        t.wait_turn_ended(&sid).await;
+        let result = tool_results(&mock.request(1))[0].1.clone();
+        assert!(result.contains("started"), "{layer}: {result}");
+        for name in ["a.pid", "b.pid", "c.pid"] {
+            assert!(
+                ws.path().join(name).exists(),
+                "{layer}: {name}: the process started"
+            );
+        }
+        let deadline = std::time::Instant::now() + wait_timeout();
+        loop {
+            let survivors = sleepers_in(ws.path());
+            if survivors.is_empty() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{layer}: background processes outlived their command: {survivors:?}"
+            );
+            // Another process's end has no event to await here: poll /proc.
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        t.shutdown().await;
+    }
+}
+
+/// Pids of `sleep 60` processes whose working directory is `dir`.
+fn sleepers_in(dir: &std::path::Path) -> Vec<i32> {
+    let dir = canonical(dir);
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
+            cmdline == b"sleep\x0060\x00" && cwd.as_deref() == Some(dir.as_path())
+        })
+        .collect()
+}

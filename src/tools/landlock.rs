@@ -47,6 +47,9 @@ pub struct Spec {
     /// Whether every socket but TCP is refused ([`close_other_sockets`]): for Landlock alone,
     /// where no network namespace keeps the host's UDP and unix sockets out of reach.
     pub seal_sockets: bool,
+    /// Stay the command's parent and end everything it leaves running ([`supervise`]), giving
+    /// it this long after a SIGINT: for Landlock alone, where no PID namespace does that.
+    pub supervise: Option<std::time::Duration>,
 }
 
 /// How one path is granted.
@@ -284,6 +287,153 @@ fn close_other_sockets() -> Result<(), String> {
     seccompiler::apply_filter(&program).map_err(|e| e.to_string())
 }
 
+/// Run the (already restricted) command as a child instead of becoming it, and end everything it
+/// leaves behind: the helper is a child subreaper, so a process the command started with
+/// `setsid`, `nohup` or `&` stays its descendant (or becomes its child when its parent exits),
+/// and when the command ends, or `grace` after a SIGINT (a stop: tandem sends SIGKILL after its
+/// own grace, which this must beat), every descendant is killed and reaped. Without it such a
+/// process would go on writing the workspace after the command, the turn and tandem ended.
+/// Returns the command's exit code (128 + the signal for one killed by a signal).
+fn supervise(
+    spec: &Spec,
+    first: &std::ffi::OsString,
+    rest: &[std::ffi::OsString],
+    grace: std::time::Duration,
+) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    use tokio::signal::unix::{signal, SignalKind};
+    if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
+        eprintln!("tandem sandbox: cannot supervise the command ({e}), so it did not run");
+        return REFUSED;
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("tandem sandbox: cannot supervise the command ({e}), so it did not run");
+            return REFUSED;
+        }
+    };
+    let status = runtime.block_on(async {
+        // Handling these keeps the helper alive through a stop; the command (same process
+        // group) receives them itself.
+        let (Ok(mut interrupt), Ok(mut terminate)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return Err("cannot handle signals".to_owned());
+        };
+        let mut command = tokio::process::Command::new(first);
+        command.args(rest);
+        if let Some(tmp) = &spec.tmp {
+            command.env("TMPDIR", tmp);
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", Path::new(first).display()))?;
+        tokio::select! {
+            status = child.wait() => return status.map_err(|e| e.to_string()),
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        match tokio::time::timeout(grace / 2, child.wait()).await {
+            Ok(status) => status.map_err(|e| e.to_string()),
+            Err(_) => {
+                kill_descendants();
+                child.wait().await.map_err(|e| e.to_string())
+            }
+        }
+    });
+    kill_descendants();
+    match status {
+        Ok(status) => status
+            .code()
+            .or_else(|| status.signal().map(|s| 128 + s))
+            .unwrap_or(1),
+        Err(e) => {
+            eprintln!("tandem sandbox: {e}");
+            REFUSED
+        }
+    }
+}
+
+/// Kill every descendant of this process and reap them, until none is left (a process that
+/// forks while the tree is being killed is found in the next round, as an orphan that became
+/// this subreaper's child).
+fn kill_descendants() {
+    use rustix::process::{kill_process, wait, Pid, Signal, WaitOptions};
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    for _ in 0..64 {
+        let descendants = descendants_of(me);
+        if descendants.is_empty() {
+            break;
+        }
+        for pid in &descendants {
+            if let Some(pid) = Pid::from_raw(*pid) {
+                let _ = kill_process(pid, Signal::KILL);
+            }
+        }
+        // Reap what died: one blocking wait (something was just killed), then the rest.
+        let mut options = WaitOptions::empty();
+        while let Ok(Some(_)) = wait(options) {
+            options = WaitOptions::NOHANG;
+        }
+    }
+    // Orphans that had already exited are zombies of this subreaper: reap them too.
+    while let Ok(Some(_)) = wait(WaitOptions::NOHANG) {}
+}
+
+/// The live descendants of `root` (zombies excluded), from `/proc/*/stat`.
+fn descendants_of(root: i32) -> Vec<i32> {
+    let mut parents: Vec<(i32, i32)> = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`; comm may hold spaces and parentheses, so split after
+        // the last `)`.
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let mut fields = after.split_whitespace();
+        let (Some(state), Some(ppid)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        if state == "Z" {
+            continue;
+        }
+        if let Ok(ppid) = ppid.parse::<i32>() {
+            parents.push((pid, ppid));
+        }
+    }
+    let mut found = vec![root];
+    let mut index = 0;
+    while index < found.len() {
+        let parent = found[index];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        index += 1;
+    }
+    found.remove(0);
+    found
+}
+
 /// `tandem sandbox-exec [grants] -- program args…`: restrict, then become the program. Returns
 /// only when it could not (the caller exits with the returned code).
 pub fn exec(spec: &Spec, program: &[std::ffi::OsString]) -> i32 {
@@ -310,6 +460,9 @@ pub fn exec(spec: &Spec, program: &[std::ffi::OsString]) -> i32 {
             );
             return REFUSED;
         }
+    }
+    if let Some(grace) = spec.supervise {
+        return supervise(spec, first, rest, grace);
     }
     let mut command = std::process::Command::new(first);
     command.args(rest);

@@ -15,6 +15,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::Duration;
 
 use tokio::sync::OnceCell;
 
@@ -444,8 +445,15 @@ impl Confinement {
     }
 
     /// The program and arguments that run `shell -c command` confined, with `temp` as the
-    /// command's private temp dir.
-    pub fn argv(&self, cwd: &Path, temp: &Path, shell: &str, command: &str) -> Vec<String> {
+    /// command's private temp dir; `grace` is how long a stop waits between SIGINT and SIGKILL.
+    pub fn argv(
+        &self,
+        cwd: &Path,
+        temp: &Path,
+        shell: &str,
+        command: &str,
+        grace: Duration,
+    ) -> Vec<String> {
         let mut argv: Vec<String> = Vec::new();
         if let Some(bwrap) = &self.bwrap {
             argv.push(bwrap.display().to_string());
@@ -479,6 +487,13 @@ impl Confinement {
                     // No network namespace here: UDP and the host's unix sockets need closing too.
                     argv.push("--seal-sockets".into());
                 }
+                // No PID namespace either: the helper stays the command's parent and ends
+                // whatever the command leaves running (see `landlock::supervise`).
+                argv.extend([
+                    "--supervise".into(),
+                    "--grace-ms".into(),
+                    grace.as_millis().to_string(),
+                ]);
             }
             if self.policy.network {
                 argv.push("--network".into());
@@ -646,7 +661,13 @@ mod tests {
         )
         .unwrap();
         let argv = layered
-            .argv(Path::new("/w"), Path::new("/tmp/t1"), "/bin/bash", "ls")
+            .argv(
+                Path::new("/w"),
+                Path::new("/tmp/t1"),
+                "/bin/bash",
+                "ls",
+                Duration::from_millis(100),
+            )
             .join(" ");
         assert!(argv.starts_with("/usr/bin/bwrap --ro-bind / /"));
         assert!(argv.contains("--ro-bind /bin/tandem /bin/tandem"));
@@ -665,9 +686,9 @@ mod tests {
         .unwrap();
         assert_eq!(
             alone
-                .argv(Path::new("/w"), Path::new("/tmp/t1"), "/bin/bash", "ls")
+                .argv(Path::new("/w"), Path::new("/tmp/t1"), "/bin/bash", "ls", Duration::from_millis(100))
                 .join(" "),
-            "/bin/tandem sandbox-exec --root /w --protect /w/tandem.toml --tmp /tmp/t1 --network -- /bin/bash -c ls"
+            "/bin/tandem sandbox-exec --root /w --protect /w/tandem.toml --tmp /tmp/t1 --supervise --grace-ms 100 --network -- /bin/bash -c ls"
         );
         let sealed = Confinement::new(
             &SandboxStatus::Landlock {
@@ -681,9 +702,15 @@ mod tests {
         )
         .unwrap();
         assert!(sealed
-            .argv(Path::new("/w"), Path::new("/tmp/t1"), "/bin/bash", "ls")
+            .argv(
+                Path::new("/w"),
+                Path::new("/tmp/t1"),
+                "/bin/bash",
+                "ls",
+                Duration::from_millis(100)
+            )
             .join(" ")
-            .contains("--tmp /tmp/t1 --seal-sockets -- /bin/bash"));
+            .contains("--tmp /tmp/t1 --seal-sockets --supervise --grace-ms 100 -- /bin/bash"));
     }
 
     #[test]

@@ -212,7 +212,13 @@ pub async fn run(
     };
     let mut command = match (&request.sandbox, &temp) {
         (Some(confinement), Some(temp)) => {
-            let argv = confinement.argv(&request.cwd, temp, shell_program(), &request.command);
+            let argv = confinement.argv(
+                &request.cwd,
+                temp,
+                shell_program(),
+                &request.command,
+                request.kill_grace,
+            );
             let mut command = tokio::process::Command::new(&argv[0]);
             command.args(&argv[1..]);
             command
