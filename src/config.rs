@@ -266,6 +266,10 @@ pub struct Config {
     /// (`tools::shell::INHERITED_ENV`, `LC_*`); a provider's `api_key_env` is never passed.
     #[serde(default)]
     pub shell_env: Vec<String>,
+    /// The most processes one shell command may have at once (a pids cgroup, where tandem can
+    /// make one); a fork bomb hits this instead of the machine.
+    #[serde(default = "default_shell_max_processes")]
+    pub shell_max_processes: u64,
     /// The file this config was read from; tandem protects it from the agent.
     #[serde(skip)]
     pub source_path: Option<PathBuf>,
@@ -288,6 +292,12 @@ fn default_idle_timeout_ms() -> u64 {
 }
 fn default_compaction_threshold() -> f64 {
     0.8
+}
+
+fn default_shell_max_processes() -> u64 {
+    // Generous for builds (a JVM or a parallel compiler runs hundreds of threads, and the pids
+    // controller counts threads), small next to what takes a machine down.
+    4096
 }
 
 fn default_shell_grace_ms() -> u64 {
@@ -358,6 +368,7 @@ impl Config {
             stream_idle_timeout_ms: default_idle_timeout_ms(),
             compaction_threshold: default_compaction_threshold(),
             shell_env: Vec::new(),
+            shell_max_processes: default_shell_max_processes(),
             source_path: None,
         }
     }

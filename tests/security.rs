@@ -1195,3 +1195,90 @@ fn sleepers_in(dir: &std::path::Path) -> Vec<i32> {
         })
         .collect()
 }
+
+/// A fork bomb meets the per-command process cap (`shell_max_processes`, a pids cgroup) in every
+/// layer, and what it started ends with the command, also with no sandbox at all.
+#[tokio::test]
+async fn a_fork_bomb_meets_the_process_cap_and_ends_with_its_command() {
+    let probe = r#"/usr/bin/python3 - <<'PY'
+import os, time
+n = 0
+for i in range(300):
+    try:
+        pid = os.fork()
+    except OSError as e:
+        print("fork-refused", e.errno)
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    n += 1
+print("forked", n)
+PY"#;
+    for layer in ["auto", "landlock", "off"] {
+        let ws = workspace();
+        let mock = MockLlm::start().await;
+        mock.push(Script::tool_call_reply(
+            "fb",
+            "shell",
+            json!({ "command": probe }),
+        ));
+        mock.push(Script::text_reply("ok"));
+        let t = Tandem::start_with(
+            TandemOptions::new()
+                .config(config_with(&mock, "shell_max_processes = 64"))
+                .env("TANDEM_SANDBOX", layer),
+        )
+        .await;
+        let sid = t.new_session_in(ws.path(), "fullAuto").await;
+        t.prompt(&sid, "stress it").await;
+        if layer == "off" {
+            let approval = t.wait_approval(&sid).await;
+            t.approve(
+                &sid,
+                approval["requestId"].as_str().unwrap(),
+                "once",
+                None,
+                None,
+            )
+            .await;
+        }
+        t.wait_turn_ended(&sid).await;
+        let result = tool_results(&mock.request(1))[0].1.clone();
+        t.shutdown().await;
+        assert!(result.contains("fork-refused"), "{layer}: no cap: {result}");
+        let forked: u32 = result
+            .lines()
+            .find_map(|l| l.strip_prefix("forked "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{layer}: {result}"));
+        assert!(forked < 64, "{layer}: {forked} processes under a cap of 64");
+        let deadline = std::time::Instant::now() + wait_timeout();
+        while !python_sleepers_in(ws.path()).is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{layer}: the forked processes outlived their command"
+            );
+            // Another process's end has no event to await here: poll /proc.
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        eprintln!(
+            "{layer}: a 300-process fork bomb stopped at {forked} and ended with its command"
+        );
+    }
+}
+
+/// Pids of python3 processes whose working directory is `dir`.
+fn python_sleepers_in(dir: &std::path::Path) -> Vec<i32> {
+    let dir = canonical(dir);
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
+            cmdline.starts_with(b"/usr/bin/python3") && cwd.as_deref() == Some(dir.as_path())
+        })
+        .collect()
+}

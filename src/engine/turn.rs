@@ -1606,6 +1606,7 @@ impl Turn {
                     ),
                     sandbox,
                     env: self.session.engine.config.command_environment(),
+                    max_processes: Some(self.session.engine.config.shell_max_processes),
                 };
                 if let Some(why) = self.workspace_moved().await {
                     self.commit_result(call, ResultStatus::Failed, format!("not run: {why}"), None);

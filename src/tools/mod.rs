@@ -4,6 +4,7 @@
 //! (`is_error`), never a failed turn. File tools are synchronous and run on the blocking pool;
 //! the shell tool is async because it streams output and must be killable.
 
+pub mod cgroup;
 pub mod client_fs;
 pub mod fs;
 pub mod landlock;

@@ -40,6 +40,9 @@ pub struct ShellRequest {
     pub sandbox: Option<super::sandbox::Confinement>,
     /// The command's whole environment (see [`command_environment`]); nothing else is inherited.
     pub env: Vec<(OsString, OsString)>,
+    /// The most processes the command may have at once, enforced by a pids cgroup where one can
+    /// be made (see `tools::cgroup`); `None` makes none.
+    pub max_processes: Option<u64>,
 }
 
 /// Variables a command inherits from tandem's environment by default: what tools need to find
@@ -237,15 +240,38 @@ pub async fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    // SAFETY: the closure runs in the forked child before exec and only makes the `setsid`
-    // system call, which is async-signal-safe and allocates nothing.
+    let cgroup = match request.max_processes {
+        Some(limit) => {
+            match tokio::task::spawn_blocking(move || super::cgroup::CommandCgroup::create(limit))
+                .await
+            {
+                Ok(Ok(cgroup)) => Some(cgroup),
+                Ok(Err(why)) => {
+                    tracing::debug!("commands run without a process cap: {why}");
+                    None
+                }
+                Err(_) => None,
+            }
+        }
+        None => None,
+    };
+    let join = cgroup
+        .as_ref()
+        .map(|c| std::os::fd::AsRawFd::as_raw_fd(&c.join_fd()));
+    // SAFETY: the closure runs in the forked child before exec and only makes the `setsid` and
+    // `write` system calls, which are async-signal-safe and allocate nothing; `join` is a
+    // descriptor of the parent that stays open until the child has been spawned.
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             // A new session: a new process group led by the child (so `kill_process_group`
             // reaches everything it starts) and no controlling terminal (no `TIOCSTI`).
-            rustix::process::setsid()
-                .map(drop)
-                .map_err(std::io::Error::from)
+            rustix::process::setsid().map_err(std::io::Error::from)?;
+            if let Some(fd) = join {
+                // Join the command's cgroup ("0" is the writing process) before anything runs.
+                rustix::io::write(std::os::fd::BorrowedFd::borrow_raw(fd), b"0")
+                    .map_err(std::io::Error::from)?;
+            }
+            Ok(())
         });
     }
     let mut child = match command.spawn() {
@@ -333,6 +359,10 @@ pub async fn run(
             Ok(None) | Err(_) => pipes_open = false,
         }
     }
+    if let Some(cgroup) = cgroup {
+        // Whatever the command started in the background ends with it.
+        let _ = tokio::task::spawn_blocking(move || cgroup.end()).await;
+    }
     if let Some(temp) = temp {
         let _ = tokio::fs::remove_dir_all(&temp).await;
     }
@@ -366,6 +396,7 @@ mod tests {
             kill_grace: Duration::from_millis(100),
             sandbox: None,
             env: command_environment(std::env::vars_os(), &[], &[]),
+            max_processes: None,
         }
     }
 
