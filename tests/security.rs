@@ -581,10 +581,17 @@ async fn an_approved_edit_of_a_secret_file_reports_its_own_failure() {
 /// relative read-only mount used to break every sandboxed command).
 #[tokio::test]
 async fn a_relative_or_linked_data_dir_is_protected_from_the_first_op() {
-    for spelling in ["state", "link/state"] {
+    for (layer, spelling) in [
+        ("auto", "state"),
+        ("auto", "link/state"),
+        ("landlock", "state"),
+        ("landlock", "link/state"),
+    ] {
         let ws = workspace();
         let root = canonical(ws.path());
         std::fs::create_dir_all(root.join("real")).unwrap();
+        // Under Landlock alone a root holding a protected path gets no new top-level entry.
+        std::fs::create_dir_all(root.join("work")).unwrap();
         std::os::unix::fs::symlink("real", root.join("link")).unwrap();
         let mock = MockLlm::start().await;
         mock.push(Script::tool_calls(vec![
@@ -596,7 +603,7 @@ async fn a_relative_or_linked_data_dir_is_protected_from_the_first_op() {
             (
                 "s",
                 "shell",
-                json!({"command": format!("echo evil > {spelling}/from-shell.txt; echo ok > fine.txt; cat fine.txt")})
+                json!({"command": format!("echo evil > {spelling}/from-shell.txt; echo ok > work/fine.txt; cat work/fine.txt")})
                     .to_string(),
             ),
         ]));
@@ -604,7 +611,8 @@ async fn a_relative_or_linked_data_dir_is_protected_from_the_first_op() {
         let t = Tandem::start_with(
             TandemOptions::with_mock(&mock)
                 .data_dir(spelling)
-                .cwd(&root),
+                .cwd(&root)
+                .env("TANDEM_SANDBOX", layer),
         )
         .await;
         let sid = t.new_session_in(&root, "fullAuto").await;
@@ -613,23 +621,23 @@ async fn a_relative_or_linked_data_dir_is_protected_from_the_first_op() {
         let results = tool_results(&mock.request(1));
         assert!(
             results[0].1.contains("is protected"),
-            "{spelling}: {}",
+            "{layer} {spelling}: {}",
             results[0].1
         );
         assert!(
             results[1].1.contains("ok"),
-            "{spelling}: commands still run: {}",
+            "{layer} {spelling}: commands still run: {}",
             results[1].1
         );
         let data = std::fs::canonicalize(root.join(spelling)).unwrap();
         assert!(
             data.join("tandem.sqlite3").exists(),
-            "{spelling}: the store is there"
+            "{layer} {spelling}: the store is there"
         );
-        assert!(!data.join("planted.txt").exists(), "{spelling}");
-        assert!(!data.join("from-shell.txt").exists(), "{spelling}");
+        assert!(!data.join("planted.txt").exists(), "{layer} {spelling}");
+        assert!(!data.join("from-shell.txt").exists(), "{layer} {spelling}");
         assert_eq!(
-            std::fs::read_to_string(root.join("fine.txt")).unwrap(),
+            std::fs::read_to_string(root.join("work/fine.txt")).unwrap(),
             "ok\n"
         );
         t.shutdown().await;
