@@ -357,3 +357,46 @@ async fn usage_near_the_window_compacts_automatically_and_rapid_refills_are_boun
     }
     t.shutdown().await;
 }
+
+/// A provider answer that is not an event stream (a proxy's HTML page, a JSON body) is a clear,
+/// non-retriable error that says what came back and points at `base_url`; an event over the cap
+/// (a body with no event boundary) is one too, naming the cap, and is never held whole.
+#[tokio::test]
+async fn bodies_that_are_not_event_streams_end_the_turn_with_what_came_back() {
+    let huge = format!("data: {}", "x".repeat(17 * 1024 * 1024));
+    let cases = [
+        (
+            Script::plain(
+                200,
+                "text/html; charset=utf-8",
+                "<html><body>Sign in to the proxy</body></html>",
+            ),
+            vec!["text/html", "Sign in to the proxy", "base_url"],
+        ),
+        (
+            Script::plain(200, "application/json", r#"{"id":"x","choices":[]}"#),
+            vec!["application/json", "choices", "base_url"],
+        ),
+        (
+            Script::new().raw(huge),
+            vec!["larger than 16 MiB", "cap on one event"],
+        ),
+    ];
+    for (script, says) in cases {
+        let ws = workspace();
+        let mock = MockLlm::start().await;
+        mock.push(script);
+        let t = Tandem::start(&mock).await;
+        let sid = t.new_session(ws.path()).await;
+        t.prompt(&sid, "hello").await;
+        let ended = t.wait_turn_ended(&sid).await;
+        assert_eq!(ended["reason"], "error", "{ended}");
+        assert_eq!(ended["error"]["retriable"], false, "{ended}");
+        let message = ended["error"]["message"].as_str().unwrap();
+        for word in &says {
+            assert!(message.contains(word), "`{word}` missing from: {message}");
+        }
+        assert_eq!(mock.requests().len(), 1, "not retried: {message}");
+        t.shutdown().await;
+    }
+}

@@ -7,7 +7,6 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::Value;
 
@@ -129,16 +128,150 @@ pub fn cut_short() -> ProviderError {
     ProviderError::new("the provider closed the stream before it finished", true)
 }
 
-type Events = futures_util::stream::BoxStream<
-    'static,
-    Result<eventsource_stream::Event, eventsource_stream::EventStreamError<reqwest::Error>>,
->;
+/// The most bytes one event of a stream may hold (its `data:` lines, up to the blank line that
+/// ends it). The SSE parser buffers an event until it is complete, so without a cap a body with
+/// no event boundary (200 MB on one line) would be held in memory whole.
+pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// One server-sent event: its `event:` name (often empty) and its `data:` lines joined by `\n`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SseEvent {
+    event: String,
+    data: String,
+}
+
+/// An incremental server-sent-events decoder (the WHATWG event-stream format): bytes in,
+/// complete events out, each byte looked at once.
+///
+/// Written here rather than taken from `eventsource-stream` (which the benchmarks still use as
+/// the floor): that crate appends each chunk to its buffer and parses the whole buffer again, so
+/// an event that arrives in N pieces costs O(N²), and a hostile body of a few MB on one line
+/// held a core for tens of seconds before any cap could be checked. This decoder also refuses
+/// an event over [`MAX_EVENT_BYTES`] as soon as it gets there, instead of buffering it.
+#[derive(Debug, Default)]
+struct SseDecoder {
+    line: Vec<u8>,
+    event: String,
+    data: String,
+    has_data: bool,
+    /// The last byte was `\r`: a `\n` right after it ends the same line.
+    after_cr: bool,
+    /// Bytes of the event being received.
+    in_event: usize,
+    /// The first bytes of the body were seen (a UTF-8 byte order mark there is skipped).
+    started: bool,
+}
+
+/// An event over the cap, or one that is not UTF-8.
+#[derive(Debug, thiserror::Error)]
+enum SseError {
+    #[error("the provider sent an event larger than {} MiB (the cap on one event); check base_url, the server does not speak this API's event stream", MAX_EVENT_BYTES / (1024 * 1024))]
+    EventTooLarge,
+    #[error("the provider sent an event that is not UTF-8 text; check base_url")]
+    NotUtf8,
+}
+
+impl SseDecoder {
+    fn push(&mut self, mut bytes: &[u8], out: &mut VecDeque<SseEvent>) -> Result<(), SseError> {
+        if !self.started {
+            self.started = true;
+            bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+        }
+        for &byte in bytes {
+            if std::mem::take(&mut self.after_cr) && byte == b'\n' {
+                continue;
+            }
+            match byte {
+                b'\r' | b'\n' => {
+                    self.after_cr = byte == b'\r';
+                    self.end_line(out)?;
+                }
+                _ => {
+                    self.in_event += 1;
+                    if self.in_event > MAX_EVENT_BYTES {
+                        return Err(SseError::EventTooLarge);
+                    }
+                    self.line.push(byte);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn end_line(&mut self, out: &mut VecDeque<SseEvent>) -> Result<(), SseError> {
+        if self.line.is_empty() {
+            // A blank line dispatches the event; one without data is dropped, as the spec says.
+            if std::mem::take(&mut self.has_data) {
+                out.push_back(SseEvent {
+                    event: std::mem::take(&mut self.event),
+                    data: std::mem::take(&mut self.data),
+                });
+            } else {
+                self.event.clear();
+            }
+            self.in_event = 0;
+            return Ok(());
+        }
+        let line = std::str::from_utf8(&self.line).map_err(|_| SseError::NotUtf8)?;
+        if !line.starts_with(':') {
+            let (field, value) = match line.split_once(':') {
+                Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+                None => (line, ""),
+            };
+            match field {
+                "data" => {
+                    if self.has_data {
+                        self.data.push('\n');
+                    }
+                    self.data.push_str(value);
+                    self.has_data = true;
+                }
+                "event" => value.clone_into(&mut self.event),
+                // `id` and `retry` steer reconnection, which tandem does by retrying the request.
+                _ => {}
+            }
+        }
+        self.line.clear();
+        Ok(())
+    }
+}
+
+type Body = futures_util::stream::BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>;
+
+/// The error for a success answer that is not an event stream: a proxy's or a login page's
+/// HTML, or a JSON answer to a streaming request. Retrying would get the same, so it is not
+/// retriable, and it shows what came back.
+async fn not_a_stream(
+    status: reqwest::StatusCode,
+    content_type: &str,
+    mut response: reqwest::Response,
+) -> ProviderError {
+    let mut head: Vec<u8> = Vec::new();
+    while head.len() < 300 {
+        match response.chunk().await {
+            Ok(Some(bytes)) => head.extend_from_slice(&bytes),
+            _ => break,
+        }
+    }
+    head.truncate(300);
+    let text = String::from_utf8_lossy(&head);
+    ProviderError::new(
+        format!(
+            "the provider answered HTTP {} with content type `{content_type}`, not an event stream; the body begins: {:?}; check base_url (the API's base URL, such as https://api.openai.com/v1) and that the server streams",
+            status.as_u16(),
+            text.trim()
+        ),
+        false,
+    )
+}
 
 enum State<P> {
     // Boxed: the request builder is large and lives only until the response arrives.
     Start(Box<(reqwest::RequestBuilder, String, P)>),
     Streaming {
-        events: Events,
+        body: Body,
+        decoder: SseDecoder,
+        events: VecDeque<SseEvent>,
         pending: VecDeque<Chunk>,
         parser: P,
         complete: bool,
@@ -182,14 +315,34 @@ pub fn stream_sse<P: SseParser>(
                             State::Done,
                         ));
                     }
+                    let content_type = response
+                        .headers()
+                        .get(reqwest::header::CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned();
+                    // A missing type is tolerated (some local servers send none); a wrong one
+                    // is not.
+                    if !content_type.is_empty()
+                        && !content_type
+                            .to_ascii_lowercase()
+                            .starts_with("text/event-stream")
+                    {
+                        let error = not_a_stream(status, &content_type, response).await;
+                        return Some((Err(error), State::Done));
+                    }
                     State::Streaming {
-                        events: response.bytes_stream().eventsource().boxed(),
+                        body: response.bytes_stream().boxed(),
+                        decoder: SseDecoder::default(),
+                        events: VecDeque::new(),
                         pending: VecDeque::new(),
                         parser,
                         complete: false,
                     }
                 }
                 State::Streaming {
+                    mut body,
+                    mut decoder,
                     mut events,
                     mut pending,
                     mut parser,
@@ -199,6 +352,8 @@ pub fn stream_sse<P: SseParser>(
                         return Some((
                             Ok(chunk),
                             State::Streaming {
+                                body,
+                                decoder,
                                 events,
                                 pending,
                                 parser,
@@ -210,37 +365,57 @@ pub fn stream_sse<P: SseParser>(
                         return None;
                     }
                     let mut out = Vec::new();
-                    match events.next().await {
-                        None => match parser.end_of_body(&mut out) {
-                            Ok(()) => State::Draining(out.into()),
-                            Err(error) => return Some((Err(error), State::Done)),
-                        },
-                        Some(Err(e)) => {
-                            let error =
-                                ProviderError::new(format!("the provider stream broke: {e}"), true);
-                            return Some((Err(error), State::Done));
-                        }
-                        Some(Ok(event)) => {
-                            let data = event.data.trim();
-                            let progress = if data.is_empty() {
-                                Ok(Progress::More)
-                            } else {
-                                parser.event(&event.event, data, &mut out)
-                            };
-                            match progress {
-                                Ok(progress) => {
-                                    pending.extend(out);
-                                    State::Streaming {
-                                        events,
-                                        pending,
-                                        parser,
-                                        complete: progress == Progress::Complete,
-                                    }
+                    if let Some(event) = events.pop_front() {
+                        let data = event.data.trim();
+                        let progress = if data.is_empty() {
+                            Ok(Progress::More)
+                        } else {
+                            parser.event(&event.event, data, &mut out)
+                        };
+                        match progress {
+                            Ok(progress) => {
+                                pending.extend(out);
+                                State::Streaming {
+                                    body,
+                                    decoder,
+                                    events,
+                                    pending,
+                                    parser,
+                                    complete: progress == Progress::Complete,
                                 }
-                                Err(error) => {
-                                    // Chunks parsed before the error are dropped with the
-                                    // attempt; the engine retries from a clean request.
-                                    return Some((Err(error), State::Done));
+                            }
+                            // Chunks parsed before the error are dropped with the attempt;
+                            // the engine retries from a clean request.
+                            Err(error) => return Some((Err(error), State::Done)),
+                        }
+                    } else {
+                        match body.next().await {
+                            None => match parser.end_of_body(&mut out) {
+                                Ok(()) => State::Draining(out.into()),
+                                Err(error) => return Some((Err(error), State::Done)),
+                            },
+                            Some(Err(e)) => {
+                                let error = ProviderError::new(
+                                    format!("the provider stream broke: {e}"),
+                                    true,
+                                );
+                                return Some((Err(error), State::Done));
+                            }
+                            Some(Ok(bytes)) => {
+                                if let Err(e) = decoder.push(&bytes, &mut events) {
+                                    // Retrying would get the same body.
+                                    return Some((
+                                        Err(ProviderError::new(e.to_string(), false)),
+                                        State::Done,
+                                    ));
+                                }
+                                State::Streaming {
+                                    body,
+                                    decoder,
+                                    events,
+                                    pending,
+                                    parser,
+                                    complete,
                                 }
                             }
                         }
@@ -321,5 +496,65 @@ mod tests {
     fn missing_key_names_the_variable() {
         let err = api_key("TANDEM_TEST_SURELY_UNSET_KEY_VAR").unwrap_err();
         assert!(err.to_string().contains("TANDEM_TEST_SURELY_UNSET_KEY_VAR"));
+    }
+}
+
+#[cfg(test)]
+mod sse_tests {
+    use super::*;
+
+    fn decode(pieces: &[&[u8]]) -> Result<Vec<SseEvent>, SseError> {
+        let mut decoder = SseDecoder::default();
+        let mut out = VecDeque::new();
+        for piece in pieces {
+            decoder.push(piece, &mut out)?;
+        }
+        Ok(out.into())
+    }
+
+    fn event(event: &str, data: &str) -> SseEvent {
+        SseEvent {
+            event: event.to_owned(),
+            data: data.to_owned(),
+        }
+    }
+
+    #[test]
+    fn events_are_the_same_however_the_body_is_cut() {
+        let body: &[u8] = b"\xef\xbb\xbf: a comment\r\nevent: message_start\r\ndata: {\"a\":1}\r\n\r\ndata:first\ndata: second\n\nevent: ping\n\nid: 7\rdata: cr\r\r";
+        let expected = vec![
+            event("message_start", "{\"a\":1}"),
+            event("", "first\nsecond"),
+            event("", "cr"),
+        ];
+        assert_eq!(decode(&[body]).unwrap(), expected);
+        // One byte at a time (a `\r\n` split across two chunks is one line end).
+        let bytes: Vec<&[u8]> = body.chunks(1).collect();
+        assert_eq!(decode(&bytes).unwrap(), expected);
+        // An unfinished event is not delivered.
+        assert_eq!(decode(&[b"data: partial\n"]).unwrap(), Vec::new());
+    }
+
+    #[test]
+    fn an_event_over_the_cap_is_refused_when_it_gets_there() {
+        let line = vec![b'x'; MAX_EVENT_BYTES];
+        let mut decoder = SseDecoder::default();
+        let mut out = VecDeque::new();
+        decoder.push(b"data: ", &mut out).unwrap();
+        assert!(matches!(
+            decoder.push(&line, &mut out),
+            Err(SseError::EventTooLarge)
+        ));
+        // Many short lines of one event count together.
+        let mut decoder = SseDecoder::default();
+        let lines = b"data: 0123456789abcdef\n".repeat(MAX_EVENT_BYTES / 20);
+        assert!(matches!(
+            decoder.push(&lines, &mut out),
+            Err(SseError::EventTooLarge)
+        ));
+        // Events under the cap reset the count.
+        let mut decoder = SseDecoder::default();
+        let small = b"data: 0123456789abcdef\n\n".repeat(MAX_EVENT_BYTES / 20);
+        assert!(decoder.push(&small, &mut out).is_ok());
     }
 }

@@ -157,6 +157,13 @@ pub enum Step {
     },
     /// Bytes written verbatim into the SSE body (for malformed-stream tests).
     Raw(String),
+    /// Answer with any status, content type and body instead of a stream (a proxy's HTML page,
+    /// a JSON answer to a streaming request). Must be the first step.
+    Plain {
+        status: u16,
+        content_type: String,
+        body: String,
+    },
 }
 
 /// A scripted response: the steps, played in order on one connection.
@@ -217,6 +224,15 @@ impl Script {
     }
 
     /// An HTTP error with an OpenAI-style error body.
+    /// Answer with this status, content type and body instead of a stream.
+    pub fn plain(status: u16, content_type: &str, body: impl Into<String>) -> Script {
+        Script::new().step(Step::Plain {
+            status,
+            content_type: content_type.to_owned(),
+            body: body.into(),
+        })
+    }
+
     pub fn http_error(status: u16, retry_after: Option<u32>) -> Script {
         let body = json!({
             "error": {
@@ -437,9 +453,12 @@ impl MockLlm {
         if let Some(pos) = script
             .steps
             .iter()
-            .position(|s| matches!(s, Step::HttpError { .. }))
+            .position(|s| matches!(s, Step::HttpError { .. } | Step::Plain { .. }))
         {
-            assert_eq!(pos, 0, "Step::HttpError must be the first step of a script");
+            assert_eq!(
+                pos, 0,
+                "Step::HttpError must be the first step of a script (and so must Step::Plain)"
+            );
         }
         self.shared.update(|st| st.queue.push_back(script));
     }
@@ -644,11 +663,12 @@ fn reason_phrase(status: u16) -> &'static str {
 async fn write_plain<W: AsyncWrite + Unpin>(
     w: &mut W,
     status: u16,
+    content_type: &str,
     body: &str,
     retry_after: Option<u32>,
 ) -> std::io::Result<()> {
     let mut head = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n",
         reason_phrase(status),
         body.len()
     );
@@ -712,7 +732,7 @@ async fn handle_connection(mut stream: TcpStream, shared: Arc<Shared>) {
         );
         eprintln!("{msg}");
         let body = json!({"error": {"message": msg, "type": "not_found"}}).to_string();
-        let _ = write_plain(&mut stream, 404, &body, None).await;
+        let _ = write_plain(&mut stream, 404, "application/json", &body, None).await;
         return;
     };
     let body: Value = match serde_json::from_slice(&req.body) {
@@ -720,7 +740,14 @@ async fn handle_connection(mut stream: TcpStream, shared: Arc<Shared>) {
         Err(e) => {
             let msg = format!("mock LLM: request body is not JSON: {e}");
             eprintln!("{msg}");
-            let _ = write_plain(&mut stream, 400, &error_body(dialect, 400, &msg), None).await;
+            let _ = write_plain(
+                &mut stream,
+                400,
+                "application/json",
+                &error_body(dialect, 400, &msg),
+                None,
+            )
+            .await;
             return;
         }
     };
@@ -765,14 +792,28 @@ async fn handle_connection(mut stream: TcpStream, shared: Arc<Shared>) {
 
     if let Some(why) = rejected {
         eprintln!("mock LLM: request #{index} ({dialect:?}) rejected like the vendor would: {why}");
-        let _ = write_plain(&mut stream, 400, &error_body(dialect, 400, &why), None).await;
+        let _ = write_plain(
+            &mut stream,
+            400,
+            "application/json",
+            &error_body(dialect, 400, &why),
+            None,
+        )
+        .await;
         return;
     }
     let Some(script) = script else {
         // Loud failure: the test forgot to script this call (or the server made an extra one).
         eprintln!("mock LLM: request #{index} arrived but {NO_SCRIPT_MESSAGE}");
         let msg = format!("{NO_SCRIPT_MESSAGE} (request #{index})");
-        let _ = write_plain(&mut stream, 500, &error_body(dialect, 500, &msg), None).await;
+        let _ = write_plain(
+            &mut stream,
+            500,
+            "application/json",
+            &error_body(dialect, 500, &msg),
+            None,
+        )
+        .await;
         return;
     };
 
@@ -1403,7 +1444,18 @@ async fn play(
         retry_after,
     }) = script.steps.first()
     {
-        return match write_plain(&mut wr, *status, body, *retry_after).await {
+        return match write_plain(&mut wr, *status, "application/json", body, *retry_after).await {
+            Ok(()) => Outcome::Finished,
+            Err(_) => Outcome::Cancelled,
+        };
+    }
+    if let Some(Step::Plain {
+        status,
+        content_type,
+        body,
+    }) = script.steps.first()
+    {
+        return match write_plain(&mut wr, *status, content_type, body, None).await {
             Ok(()) => Outcome::Finished,
             Err(_) => Outcome::Cancelled,
         };
@@ -1418,7 +1470,9 @@ async fn play(
         // What to write for this step, or a pause / a disconnect.
         match step {
             Step::Raw(s) => pieces.push(s.clone()),
-            Step::HttpError { .. } => unreachable!("checked in MockLlm::push"),
+            Step::HttpError { .. } | Step::Plain { .. } => {
+                unreachable!("checked in MockLlm::push")
+            }
             Step::Delay(_) | Step::WaitFor(_) | Step::Disconnect => {}
             other => renderer.step(other, &mut pieces),
         }
