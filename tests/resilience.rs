@@ -381,6 +381,10 @@ async fn bodies_that_are_not_event_streams_end_the_turn_with_what_came_back() {
             Script::new().raw(huge),
             vec!["larger than 16 MiB", "cap on one event"],
         ),
+        (
+            Script::new().raw("data: <html>not json</html>\n\n"),
+            vec!["not JSON", "<html>not json</html>", "base_url"],
+        ),
     ];
     for (script, says) in cases {
         let ws = workspace();

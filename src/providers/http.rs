@@ -432,10 +432,11 @@ pub fn json_event(data: &str) -> Result<Value, ProviderError> {
     serde_json::from_str(data).map_err(|e| {
         ProviderError::new(
             format!(
-                "the provider sent an event that is not JSON ({e}): {}",
+                "the provider sent an event that is not JSON ({e}): {}; check base_url, the server does not speak this API",
                 data.chars().take(200).collect::<String>()
             ),
-            true,
+            // The same server answers the same way again: retrying only delays the error.
+            false,
         )
     })
 }
