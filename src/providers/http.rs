@@ -268,16 +268,20 @@ async fn not_a_stream(
 enum State<P> {
     // Boxed: the request builder is large and lives only until the response arrives.
     Start(Box<(reqwest::RequestBuilder, String, P)>),
-    Streaming {
-        body: Body,
-        decoder: SseDecoder,
-        events: VecDeque<SseEvent>,
-        pending: VecDeque<Chunk>,
-        parser: P,
-        complete: bool,
-    },
+    Streaming(Box<Streaming<P>>),
     Draining(VecDeque<Chunk>),
     Done,
+}
+
+/// A response being read: the body, the events decoded from it and not parsed yet, the chunks
+/// parsed and not handed out yet.
+struct Streaming<P> {
+    body: Body,
+    decoder: SseDecoder,
+    events: VecDeque<SseEvent>,
+    pending: VecDeque<Chunk>,
+    parser: P,
+    complete: bool,
 }
 
 /// Send `request` and stream its SSE body through `parser`.
@@ -331,66 +335,43 @@ pub fn stream_sse<P: SseParser>(
                         let error = not_a_stream(status, &content_type, response).await;
                         return Some((Err(error), State::Done));
                     }
-                    State::Streaming {
+                    State::Streaming(Box::new(Streaming {
                         body: response.bytes_stream().boxed(),
                         decoder: SseDecoder::default(),
                         events: VecDeque::new(),
                         pending: VecDeque::new(),
                         parser,
                         complete: false,
-                    }
+                    }))
                 }
-                State::Streaming {
-                    mut body,
-                    mut decoder,
-                    mut events,
-                    mut pending,
-                    mut parser,
-                    complete,
-                } => {
-                    if let Some(chunk) = pending.pop_front() {
-                        return Some((
-                            Ok(chunk),
-                            State::Streaming {
-                                body,
-                                decoder,
-                                events,
-                                pending,
-                                parser,
-                                complete,
-                            },
-                        ));
+                State::Streaming(mut stream) => {
+                    if let Some(chunk) = stream.pending.pop_front() {
+                        return Some((Ok(chunk), State::Streaming(stream)));
                     }
-                    if complete {
+                    if stream.complete {
                         return None;
                     }
                     let mut out = Vec::new();
-                    if let Some(event) = events.pop_front() {
+                    if let Some(event) = stream.events.pop_front() {
                         let data = event.data.trim();
                         let progress = if data.is_empty() {
                             Ok(Progress::More)
                         } else {
-                            parser.event(&event.event, data, &mut out)
+                            stream.parser.event(&event.event, data, &mut out)
                         };
                         match progress {
                             Ok(progress) => {
-                                pending.extend(out);
-                                State::Streaming {
-                                    body,
-                                    decoder,
-                                    events,
-                                    pending,
-                                    parser,
-                                    complete: progress == Progress::Complete,
-                                }
+                                stream.pending.extend(out);
+                                stream.complete = progress == Progress::Complete;
+                                State::Streaming(stream)
                             }
                             // Chunks parsed before the error are dropped with the attempt;
                             // the engine retries from a clean request.
                             Err(error) => return Some((Err(error), State::Done)),
                         }
                     } else {
-                        match body.next().await {
-                            None => match parser.end_of_body(&mut out) {
+                        match stream.body.next().await {
+                            None => match stream.parser.end_of_body(&mut out) {
                                 Ok(()) => State::Draining(out.into()),
                                 Err(error) => return Some((Err(error), State::Done)),
                             },
@@ -402,21 +383,17 @@ pub fn stream_sse<P: SseParser>(
                                 return Some((Err(error), State::Done));
                             }
                             Some(Ok(bytes)) => {
-                                if let Err(e) = decoder.push(&bytes, &mut events) {
+                                let Streaming {
+                                    decoder, events, ..
+                                } = &mut *stream;
+                                if let Err(e) = decoder.push(&bytes, events) {
                                     // Retrying would get the same body.
                                     return Some((
                                         Err(ProviderError::new(e.to_string(), false)),
                                         State::Done,
                                     ));
                                 }
-                                State::Streaming {
-                                    body,
-                                    decoder,
-                                    events,
-                                    pending,
-                                    parser,
-                                    complete,
-                                }
+                                State::Streaming(stream)
                             }
                         }
                     }
