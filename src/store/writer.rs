@@ -1,6 +1,7 @@
 //! The writer thread: owns the connection, applies queued commands in batches, one transaction
 //! per batch, and completes each command (callback or reply) only after its batch committed.
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
 
@@ -131,14 +132,26 @@ impl Writer {
 
     fn commit_batch(&mut self, batch: &mut Vec<Command>) {
         // What a diverged session sends is answered without the database, so a locked or full
-        // database does not make each of its events wait for the busy timeout again.
-        let refusals: Vec<Option<String>> = batch.iter().map(|c| self.refusal(c)).collect();
+        // database does not make each of its events wait for the busy timeout again. Nothing is
+        // diverged almost always: then nothing is looked up or allocated per command.
+        let refusals: Vec<Option<String>> = {
+            let diverged = self
+                .diverged
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if diverged.is_empty() {
+                Vec::new()
+            } else {
+                batch.iter().map(|c| refusal(&diverged, c)).collect()
+            }
+        };
+        let refused = |index: usize| refusals.get(index).is_some_and(Option::is_some);
         let live = || {
             batch
                 .iter()
-                .zip(&refusals)
-                .filter(|(_, r)| r.is_none())
-                .map(|(c, _)| c)
+                .enumerate()
+                .filter(|(index, _)| !refused(*index))
+                .map(|(_, c)| c)
         };
         let durability = if live().any(|c| c.durability() == Durability::Full) {
             Durability::Full
@@ -150,10 +163,11 @@ impl Writer {
         let needs_transaction = needs_sync_write || live().any(Command::touches_database);
 
         // Every session with a write here diverges if the batch fails; a resync that commits
-        // makes its session whole again.
+        // makes its session whole again. Only a transaction can fail, so a batch of streamed
+        // pieces lists nothing.
         let mut written: Vec<String> = Vec::new();
         let mut resynced: Vec<String> = Vec::new();
-        for command in batch.iter() {
+        for command in batch.iter().filter(|_| needs_transaction) {
             if let (true, Some(id)) = (command.writes(), command.session_id()) {
                 if matches!(command, Command::Resync { .. }) {
                     resynced.push(id.to_owned());
@@ -238,7 +252,7 @@ impl Writer {
                 }
             }
         }
-        {
+        if failure.is_some() || !resynced.is_empty() {
             // Before the callbacks run, so a caller woken by one (a side effect's barrier)
             // already sees the session refused.
             let mut diverged = self
@@ -268,22 +282,6 @@ impl Writer {
                 tracing::error!("an after_commit callback of the session store panicked");
             }
         }
-    }
-
-    /// Why `command` is refused, if it is: a write of a diverged session (other than the
-    /// resync that heals it), or a barrier that asks on behalf of one.
-    fn refusal(&self, command: &Command) -> Option<String> {
-        let id = match command {
-            Command::Resync { .. } => return None,
-            Command::Barrier { session_id, .. } => session_id.as_deref()?,
-            other if other.writes() => other.session_id()?,
-            _ => return None,
-        };
-        self.diverged
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get(id)
-            .cloned()
     }
 
     fn begin(&mut self, durability: Durability, writes: bool) -> Result<(), StoreError> {
@@ -376,7 +374,19 @@ impl Writer {
     }
 }
 
-/// Complete a refused command (see [`Writer::refusal`]): a barrier gets the cause as its
+/// Why `command` is refused, if it is: a write of a diverged session (other than the resync
+/// that heals it), or a barrier that asks on behalf of one.
+fn refusal(diverged: &HashMap<String, String>, command: &Command) -> Option<String> {
+    let id = match command {
+        Command::Resync { .. } => return None,
+        Command::Barrier { session_id, .. } => session_id.as_deref()?,
+        other if other.writes() => other.session_id()?,
+        _ => return None,
+    };
+    diverged.get(id).cloned()
+}
+
+/// Complete a refused command (see [`refusal`]): a barrier gets the cause as its
 /// error; anything else completes as if its batch never ran.
 fn refuse(command: Command, cause: String) -> Finish {
     match command {
