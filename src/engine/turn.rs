@@ -965,18 +965,22 @@ impl Turn {
             .unwrap_or_else(|e| Some(format!("checking the workspace folder failed: {e}")))
     }
 
-    /// A side effect whose start could not be made durable does not run (invariant 8, fail
-    /// closed): the model gets a tool error that says why, and the turn ends at its next step.
-    fn refuse_unrecorded(&self, call: &ToolCallRecord, cause: &str) {
-        self.commit_result(
-            call,
-            ResultStatus::Failed,
-            format!(
-                "not run: the session store cannot write ({cause}), so this {} could not be recorded as started; nothing was changed. Free disk space or end the program that holds the database lock, then prompt again",
-                call.name
-            ),
-            None,
-        );
+    /// Whether a write or a command may run now. It may not when the workspace folder moved
+    /// under the session, or when its start cannot be made durable (invariant 8, fail closed);
+    /// then its result is a tool error that says why, and the turn ends at its next step.
+    async fn ready_for_side_effect(&self, call: &ToolCallRecord) -> bool {
+        let refused = match self.workspace_moved().await {
+            Some(why) => format!("not run: {why}"),
+            None => match self.session.before_side_effect(&call.id, &call.name).await {
+                Ok(()) => return true,
+                Err(cause) => format!(
+                    "not run: the session store cannot write ({cause}), so this {} could not be recorded as started; nothing was changed. Free disk space or end the program that holds the database lock, then prompt again",
+                    call.name
+                ),
+            },
+        };
+        self.commit_result(call, ResultStatus::Failed, refused, None);
+        false
     }
 
     fn commit_result(
@@ -1212,7 +1216,9 @@ impl Turn {
                 permissions::evaluate(Mode::Plan, &state.rules, meta, args.command())
             }
         };
-        let mut secret = false;
+        // A credential file or a project file that runs code: asked in every mode, each time, with
+        // no "always" option.
+        let mut asked_each_time = false;
         let changed_path = match &args {
             ToolArgs::EditFile { path, .. } | ToolArgs::WriteFile { path, .. } => {
                 Some(path.clone())
@@ -1239,13 +1245,13 @@ impl Turn {
             .ok()
             .flatten();
             if let Some(reason) = reason {
-                secret = true;
+                asked_each_time = true;
                 self.needs_fresh_run.insert(call.id.clone());
                 verdict = Verdict::Ask { reason };
             }
         }
         if let Some(path) =
-            changed_path.filter(|_| !secret && !matches!(verdict, Verdict::Refuse { .. }))
+            changed_path.filter(|_| !asked_each_time && !matches!(verdict, Verdict::Refuse { .. }))
         {
             // Project files that run code (tasks, launch configs, pre-commit) are asked every
             // time, also in fullAuto, with no rule to cover them.
@@ -1257,7 +1263,7 @@ impl Turn {
             .ok()
             .flatten();
             if let Some(reason) = reason {
-                secret = true;
+                asked_each_time = true;
                 verdict = Verdict::Ask { reason };
             }
         }
@@ -1270,7 +1276,7 @@ impl Turn {
             }
         }
         // Edits are planned now so the approval can show the diff and a bad edit fails early,
-        // except on a secret file: there the failure itself says something about the content
+        // except on a file asked each time: there the failure itself says something about the content
         // ("old_string not found"), so the model learns it only after the user approved.
         let mut failed_plan: Option<String> = None;
         let plan = match &args {
@@ -1279,7 +1285,7 @@ impl Turn {
             {
                 match self.plan(args.clone()).await {
                     Ok(plan) => Some(Box::new(plan)),
-                    Err(text) if secret => {
+                    Err(text) if asked_each_time => {
                         if let Verdict::Ask { reason } = &mut verdict {
                             reason.push_str(&format!(
                                 "; as proposed it cannot be applied ({text}), and approving only tells the model that"
@@ -1345,8 +1351,8 @@ impl Turn {
                                 .as_ref()
                                 .map(|_| self.session.workspace.roots()[0].display().to_string()),
                             command: command.clone(),
-                            options: if secret {
-                                // Each secret read is its own decision; no rule covers them.
+                            options: if asked_each_time {
+                                // Each such read or change is its own decision; no rule covers them.
                                 approval_options(&call.name, None)
                                     .into_iter()
                                     .filter(|o| {
@@ -1542,12 +1548,7 @@ impl Turn {
                 };
                 // A write is not interrupted halfway: it is short and atomic, and a stop that
                 // arrives during it takes effect right after it is recorded.
-                if let Some(why) = self.workspace_moved().await {
-                    self.commit_result(call, ResultStatus::Failed, format!("not run: {why}"), None);
-                    return true;
-                }
-                if let Err(cause) = self.session.before_side_effect(&call.id, &call.name).await {
-                    self.refuse_unrecorded(call, &cause);
+                if !self.ready_for_side_effect(call).await {
                     return true;
                 }
                 let outcome = match self.session.client_fs.clone() {
@@ -1608,12 +1609,7 @@ impl Turn {
                     env: self.session.engine.config.command_environment(),
                     max_processes: Some(self.session.engine.config.shell_max_processes),
                 };
-                if let Some(why) = self.workspace_moved().await {
-                    self.commit_result(call, ResultStatus::Failed, format!("not run: {why}"), None);
-                    return true;
-                }
-                if let Err(cause) = self.session.before_side_effect(&call.id, &call.name).await {
-                    self.refuse_unrecorded(call, &cause);
+                if !self.ready_for_side_effect(call).await {
                     return true;
                 }
                 let session = self.session.clone();
