@@ -872,3 +872,170 @@ async fn a_side_effect_whose_start_cannot_be_stored_does_not_run() {
     assert!(!ws.path().join("ran").exists());
     t.shutdown().await;
 }
+
+/// A provider that reuses tool call ids (some local servers number calls from `call_0` in
+/// every answer; a hostile one repeats them on purpose) must never make two calls one:
+/// approvals, the side-effect marks, resume, `session/load` and the next request each keep
+/// every call apart.
+#[tokio::test]
+async fn a_provider_that_reuses_call_ids_never_confuses_two_calls() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    // One answer with two writes under one id: the first is denied, the crash comes while the
+    // second waits.
+    mock.push(Script::tool_calls(vec![
+        (
+            "dup",
+            "write_file",
+            json!({"path": "denied.txt", "content": "never\n"}).to_string(),
+        ),
+        (
+            "dup",
+            "write_file",
+            json!({"path": "wanted.txt", "content": "yes\n"}).to_string(),
+        ),
+    ]));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "write two files").await;
+    let first = t.wait_approval(&sid).await;
+    assert_eq!(first["arguments"]["path"], "denied.txt");
+    t.approve(
+        &sid,
+        first["requestId"].as_str().unwrap(),
+        "deny",
+        None,
+        None,
+    )
+    .await;
+    let second = t
+        .wait_event(&sid, |e| {
+            e["type"] == "approvalRequested" && e["arguments"]["path"] == "wanted.txt"
+        })
+        .await;
+    assert_ne!(
+        first["toolCallId"], second["toolCallId"],
+        "two calls, two ids: {first} {second}"
+    );
+    t.kill().await;
+
+    // After the restart the pending entry is the second write, and approving it writes that
+    // file only.
+    mock.push(Script::text_reply("one written"));
+    let t = t.respawn().await;
+    t.initialize().await;
+    let loaded = t.load_session(&sid).await;
+    let pending = loaded["pending"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{loaded:#}");
+    assert_eq!(pending[0]["arguments"]["path"], "wanted.txt", "{loaded:#}");
+    assert_eq!(pending[0]["toolCallId"], second["toolCallId"]);
+    let again = t.wait_approval(&sid).await;
+    assert_eq!(again["arguments"]["path"], "wanted.txt");
+    t.approve(
+        &sid,
+        again["requestId"].as_str().unwrap(),
+        "once",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(t.wait_turn_ended(&sid).await["reason"], "completed");
+    assert!(
+        !ws.path().join("denied.txt").exists(),
+        "the denied write ran"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("wanted.txt")).unwrap(),
+        "yes\n"
+    );
+    // The next request pairs each call with its own result.
+    let request = mock.request(1);
+    let messages = request["messages"].as_array().unwrap();
+    let call_ids: Vec<&str> = messages
+        .iter()
+        .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    let result_ids: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(call_ids.len(), 2);
+    assert_ne!(call_ids[0], call_ids[1], "{request:#}");
+    assert_eq!(call_ids, result_ids, "{request:#}");
+
+    // A later turn reuses the id of a completed command: the first answer's command runs, the
+    // crash comes while the second answer's command (same id again) waits; the resumed turn
+    // asks for it instead of treating it as the one that ran.
+    mock.push(Script::tool_call_reply(
+        "dup",
+        "shell",
+        json!({"command": "echo first >> log"}),
+    ));
+    mock.push(Script::tool_call_reply(
+        "dup",
+        "shell",
+        json!({"command": "echo second >> log"}),
+    ));
+    t.prompt(&sid, "run two commands").await;
+    let run = t
+        .wait_event(&sid, |e| {
+            e["type"] == "approvalRequested" && e["command"] == "echo first >> log"
+        })
+        .await;
+    t.approve(&sid, run["requestId"].as_str().unwrap(), "once", None, None)
+        .await;
+    let waiting = t
+        .wait_event(&sid, |e| {
+            e["type"] == "approvalRequested" && e["command"] == "echo second >> log"
+        })
+        .await;
+    t.kill().await;
+    assert_eq!(count_lines(&ws.path().join("log"), "first"), 1);
+
+    mock.push(Script::text_reply("both ran"));
+    let t = t.respawn().await;
+    t.initialize().await;
+    let loaded = t.load_session(&sid).await;
+    let pending = loaded["pending"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{loaded:#}");
+    assert_eq!(pending[0]["command"], "echo second >> log", "{loaded:#}");
+    let asked = t.wait_approval(&sid).await;
+    assert_eq!(asked["requestId"], waiting["requestId"]);
+    t.approve(
+        &sid,
+        asked["requestId"].as_str().unwrap(),
+        "once",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(t.wait_turn_ended(&sid).await["reason"], "completed");
+    let log = ws.path().join("log");
+    assert_eq!(count_lines(&log, "first"), 1, "the first command ran again");
+    assert_eq!(count_lines(&log, "second"), 1);
+    // The display history shows every call with its own result.
+    let loaded = t.load_session(&sid).await;
+    let shown: Vec<&Value> = loaded["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["toolCalls"].as_array().into_iter().flatten())
+        .collect();
+    assert_eq!(shown.len(), 4, "{loaded:#}");
+    let mut ids: Vec<&str> = shown
+        .iter()
+        .map(|c| c["toolCallId"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "every call has its own id: {loaded:#}");
+    for call in &shown {
+        assert!(
+            call["result"].is_string(),
+            "every call shows its result: {loaded:#}"
+        );
+    }
+    t.shutdown().await;
+}

@@ -75,7 +75,10 @@ enum Outcome {
 }
 
 struct PartialCall {
+    /// The session's id of this call: empty until [`Turn::assign_id`] picks it.
     id: String,
+    /// The id the provider gave, as it came (may be missing, reused or malformed).
+    provider_id: String,
     name: String,
     arguments: String,
     /// Provider-private extras of this call (`_<kind>.…`).
@@ -752,7 +755,7 @@ impl Turn {
                         grow_calls(&mut calls, index);
                         let call = &mut calls[index];
                         if let Some(id) = id {
-                            call.id = id;
+                            call.provider_id = id;
                         }
                         if let Some(name) = name {
                             call.name.push_str(&name);
@@ -762,7 +765,7 @@ impl Turn {
                         while early_allowed && early_checked < index {
                             let i = early_checked;
                             early_checked += 1;
-                            ensure_id(&mut calls[i]);
+                            self.assign_id(&mut calls, i);
                             match self.start_early(&calls[i], mode) {
                                 Some(handle) => {
                                     early.insert(i, handle);
@@ -783,8 +786,8 @@ impl Turn {
                 },
             }
         }
-        for call in &mut calls {
-            ensure_id(call);
+        for i in 0..calls.len() {
+            self.assign_id(&mut calls, i);
         }
         StreamOutcome::Finished {
             text,
@@ -795,6 +798,36 @@ impl Turn {
             usage,
             early,
         }
+    }
+
+    /// Give call `i` of a streamed answer its id in the session, once: the provider's id when
+    /// it is well-formed and no other call of the session (nor an earlier call of this answer)
+    /// has it, else a fresh id of tandem's own. Every later step (events, approvals, the
+    /// side-effect marks, results, resume and every provider's request) uses this id only,
+    /// so a provider that reuses ids can never make two calls one. The provider's own id is
+    /// not sent back: a reused one would be ambiguous to that provider too.
+    fn assign_id(&self, calls: &mut [PartialCall], i: usize) {
+        if !calls[i].id.is_empty() {
+            return;
+        }
+        let wanted = calls[i].provider_id.as_str();
+        let usable = well_formed_call_id(wanted)
+            && !calls.iter().any(|c| c.id == wanted)
+            && !lock(&self.session.state).tool_call_id_taken(wanted);
+        let id = if usable {
+            wanted.to_owned()
+        } else {
+            let fresh = super::history::new_id("call");
+            if !wanted.is_empty() {
+                tracing::info!(
+                    provider_id = %wanted.chars().take(80).collect::<String>(),
+                    id = %fresh,
+                    "the provider's tool call id is reused or malformed; the call gets its own"
+                );
+            }
+            fresh
+        };
+        calls[i].id = id;
     }
 
     /// Abort reads started early from a stream that will not complete, and close their cards.
@@ -1926,6 +1959,7 @@ fn grow_calls(calls: &mut Vec<PartialCall>, index: usize) {
     while calls.len() <= index {
         calls.push(PartialCall {
             id: String::new(),
+            provider_id: String::new(),
             name: String::new(),
             arguments: String::new(),
             extras: BTreeMap::new(),
@@ -1933,12 +1967,18 @@ fn grow_calls(calls: &mut Vec<PartialCall>, index: usize) {
     }
 }
 
-fn ensure_id(call: &mut PartialCall) {
-    // Some local servers omit tool call ids; the history needs one to pair the result.
-    if call.id.is_empty() {
-        call.id = super::history::new_id("call");
-    }
+/// Whether a provider's tool call id can serve as the session's id: present (some local
+/// servers omit it), short, and made only of the characters every vendor accepts in the ids
+/// sent back to it (Anthropic allows `[A-Za-z0-9_-]`), so a switch of vendor keeps working.
+fn well_formed_call_id(id: &str) -> bool {
+    (1..=MAX_PROVIDER_CALL_ID_BYTES).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
+
+/// Longer provider ids are replaced (OpenAI's own are about 30 bytes, Anthropic's 30).
+const MAX_PROVIDER_CALL_ID_BYTES: usize = 64;
 
 fn arguments_or_empty(arguments: &str) -> &str {
     if arguments.trim().is_empty() {

@@ -338,6 +338,33 @@ pub struct SessionState {
     pub allow_network: bool,
     /// Token usage per model, in the order the models were first used (mirrors the store).
     pub usage: Vec<crate::store::UsageTotals>,
+    /// Every tool call id in `history`, built the first time a turn asks
+    /// ([`SessionState::tool_call_id_taken`]) and kept up to date by `append_locked`; `None`
+    /// until then, and again whenever `history` is replaced wholesale.
+    pub tool_call_ids: Option<std::collections::HashSet<String>>,
+}
+
+impl SessionState {
+    /// Whether a tool call of this session already has `id`. A provider may reuse ids (some
+    /// local servers number calls from `call_0` in every answer, a hostile one repeats them on
+    /// purpose), and the session keys approvals, side-effect marks, results and resume on
+    /// the id, so a new call only keeps its provider's id when no earlier call has it. While
+    /// part of a restored history is still unparsed nothing can be ruled out, so every id
+    /// counts as taken (a fresh one is always safe).
+    pub fn tool_call_id_taken(&mut self, id: &str) -> bool {
+        if self.unparsed.is_some() {
+            return true;
+        }
+        let history = &self.history;
+        self.tool_call_ids
+            .get_or_insert_with(|| {
+                history
+                    .iter()
+                    .flat_map(|m| m.tool_calls.iter().map(|c| c.id.clone()))
+                    .collect()
+            })
+            .contains(id)
+    }
 }
 
 /// The stored messages at the start of a restored session's history that are not parsed yet.
@@ -436,6 +463,9 @@ impl SessionShared {
             state.displays_stored += 1;
         }
         self.persist_message_with_display(&message, display);
+        if let Some(ids) = &mut state.tool_call_ids {
+            ids.extend(message.tool_calls.iter().map(|c| c.id.clone()));
+        }
         state.history.push(message);
     }
 
@@ -497,6 +527,7 @@ impl SessionShared {
             Ok(Ok(mut prefix)) => {
                 prefix.append(&mut state.history);
                 state.history = prefix;
+                state.tool_call_ids = None;
                 return Ok(());
             }
             Ok(Err((position, why))) => {
@@ -872,6 +903,7 @@ pub fn spawn(
         accepting_steering: false,
         allow_network: false,
         usage: Vec::new(),
+        tool_call_ids: None,
     };
     start_actor(
         engine,
@@ -1113,6 +1145,7 @@ pub async fn restore_with_client_fs(
         accepting_steering: resume.is_some(),
         allow_network: record.allow_network,
         usage: loaded.usage.clone(),
+        tool_call_ids: None,
     };
     let handle = start_actor(
         engine,
