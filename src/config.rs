@@ -270,6 +270,26 @@ pub struct Config {
     /// make one); a fork bomb hits this instead of the machine.
     #[serde(default = "default_shell_max_processes")]
     pub shell_max_processes: u64,
+    /// The most bytes of one model answer's text: past it the stream is cut and the turn ends
+    /// with an error that says so (a hostile or broken provider cannot fill memory or the store).
+    #[serde(default = "default_max_answer_bytes")]
+    pub max_answer_bytes: usize,
+    /// The same cap for one answer's reasoning text.
+    #[serde(default = "default_max_answer_bytes")]
+    pub max_reasoning_bytes: usize,
+    /// The most bytes of one tool call's arguments: past it the stream is cut and the call fails
+    /// with a tool error the model can act on (a `write_file` of a huge file must be split).
+    #[serde(default = "default_max_tool_arguments_bytes")]
+    pub max_tool_arguments_bytes: usize,
+    /// The most bytes queued for one client that does not read its stdout: past it streamed
+    /// pieces (deltas, shell output) are dropped and a `streamTruncated` event says which, while
+    /// every other event still reaches the client in order once it reads again.
+    #[serde(default = "default_outbound_buffer_bytes")]
+    pub outbound_buffer_bytes: usize,
+    /// The most steering messages waiting for a turn's next safe point; past it `steer` is
+    /// refused with `steeringQueueFull`. Those that wait are merged into one message.
+    #[serde(default = "default_max_queued_steering")]
+    pub max_queued_steering: usize,
     /// The file this config was read from; tandem protects it from the agent.
     #[serde(skip)]
     pub source_path: Option<PathBuf>,
@@ -292,6 +312,22 @@ fn default_idle_timeout_ms() -> u64 {
 }
 fn default_compaction_threshold() -> f64 {
     0.8
+}
+
+fn default_max_answer_bytes() -> usize {
+    // About a million tokens of text: far above any model's output limit (128K tokens is about
+    // 512 KB), far below what hurts memory or the store.
+    4 * 1024 * 1024
+}
+fn default_max_tool_arguments_bytes() -> usize {
+    // A `write_file` of a large generated file fits; a provider streaming garbage does not.
+    8 * 1024 * 1024
+}
+fn default_outbound_buffer_bytes() -> usize {
+    32 * 1024 * 1024
+}
+fn default_max_queued_steering() -> usize {
+    64
 }
 
 fn default_shell_max_processes() -> u64 {
@@ -369,6 +405,11 @@ impl Config {
             compaction_threshold: default_compaction_threshold(),
             shell_env: Vec::new(),
             shell_max_processes: default_shell_max_processes(),
+            max_answer_bytes: default_max_answer_bytes(),
+            max_reasoning_bytes: default_max_answer_bytes(),
+            max_tool_arguments_bytes: default_max_tool_arguments_bytes(),
+            outbound_buffer_bytes: default_outbound_buffer_bytes(),
+            max_queued_steering: default_max_queued_steering(),
             source_path: None,
         }
     }

@@ -148,6 +148,9 @@ struct Turn {
     recorded: HashMap<String, crate::store::PendingRecord>,
     /// Reads that needed approval: a result started early must not be used for them.
     needs_fresh_run: std::collections::HashSet<String>,
+    /// Calls refused before they were parsed (arguments over `max_tool_arguments_bytes`), by
+    /// id, with the tool error the model gets.
+    refused: HashMap<String, String>,
 }
 
 /// Announce a turn (`turnStarted`, with the model it runs on). The actor calls this as it admits
@@ -204,6 +207,7 @@ async fn drive(
         resume_calls,
         recorded,
         needs_fresh_run: Default::default(),
+        refused: HashMap::new(),
     };
     let outcome = turn.run().await;
     turn.end(outcome);
@@ -478,7 +482,8 @@ impl Turn {
 
     /// Run the summarizing request; its text is not streamed to the user.
     async fn summarize(&self, provider: &dyn Provider, request: ProviderRequest) -> SummaryOutcome {
-        let idle = Duration::from_millis(self.session.engine.config.stream_idle_timeout_ms);
+        let config = &self.session.engine.config;
+        let idle = Duration::from_millis(config.stream_idle_timeout_ms);
         let mut chunks = provider.stream(request);
         let mut text = String::new();
         loop {
@@ -496,6 +501,17 @@ impl Turn {
                 }
                 Ok(None) => break,
                 Ok(Some(Err(error))) => return SummaryOutcome::Failed(error),
+                Ok(Some(Ok(Chunk::Text(delta))))
+                    if text.len() + delta.len() > config.max_answer_bytes =>
+                {
+                    return SummaryOutcome::Failed(ProviderError::new(
+                        format!(
+                            "the model's summary of the history passed max_answer_bytes ({} bytes), so tandem stopped reading it",
+                            config.max_answer_bytes
+                        ),
+                        false,
+                    ))
+                }
                 Ok(Some(Ok(Chunk::Text(delta)))) => text.push_str(&delta),
                 Ok(Some(Ok(_))) => {}
             }
@@ -690,7 +706,8 @@ impl Turn {
         shown: &mut Replay,
         shown_reasoning: &mut Replay,
     ) -> StreamOutcome {
-        let idle = Duration::from_millis(self.session.engine.config.stream_idle_timeout_ms);
+        let caps = self.session.engine.config.clone();
+        let idle = Duration::from_millis(caps.stream_idle_timeout_ms);
         let mut chunks = provider.stream(request);
         let mut text = String::new();
         let mut reasoning = String::new();
@@ -736,6 +753,37 @@ impl Turn {
                     };
                 }
                 Some(Ok(chunk)) => match chunk {
+                    Chunk::Text(delta) if text.len() + delta.len() > caps.max_answer_bytes => {
+                        // Dropping the stream closes the connection: nothing more is read.
+                        self.abandon_early(&calls, &mut early, "the answer passed its size cap");
+                        return StreamOutcome::Failed {
+                            text,
+                            reasoning,
+                            error: ProviderError::new(
+                                format!(
+                                    "the model's answer passed max_answer_bytes ({} bytes), so tandem stopped reading it; what came before is kept. Ask for a shorter answer, or raise max_answer_bytes in the config",
+                                    caps.max_answer_bytes
+                                ),
+                                false,
+                            ),
+                        };
+                    }
+                    Chunk::Reasoning(delta)
+                        if reasoning.len() + delta.len() > caps.max_reasoning_bytes =>
+                    {
+                        self.abandon_early(&calls, &mut early, "the answer passed its size cap");
+                        return StreamOutcome::Failed {
+                            text,
+                            reasoning,
+                            error: ProviderError::new(
+                                format!(
+                                    "the model's reasoning passed max_reasoning_bytes ({} bytes), so tandem stopped reading the answer; what came before is kept. Prompt again, or raise max_reasoning_bytes in the config",
+                                    caps.max_reasoning_bytes
+                                ),
+                                false,
+                            ),
+                        };
+                    }
                     Chunk::Text(delta) => {
                         if let Some(part) = shown.accept(&mut text, &delta) {
                             self.emit(Event::AssistantDelta { text: part });
@@ -753,6 +801,30 @@ impl Turn {
                         arguments,
                     } => {
                         grow_calls(&mut calls, index);
+                        if calls[index].arguments.len() + arguments.len()
+                            > caps.max_tool_arguments_bytes
+                        {
+                            // Stop reading: the calls before this one are complete and kept,
+                            // this one fails with a tool error the model can act on, and any
+                            // after it are half-formed and dropped with the stream.
+                            calls.truncate(index + 1);
+                            let call = &mut calls[index];
+                            if let Some(id) = id {
+                                call.provider_id = id;
+                            }
+                            call.arguments = "{}".to_owned();
+                            self.assign_id(&mut calls, index);
+                            let call = &calls[index];
+                            self.refused.insert(
+                                call.id.clone(),
+                                format!(
+                                    "not run: the arguments of this {} call passed max_tool_arguments_bytes ({} bytes), so tandem stopped reading them. Make the change in smaller pieces (for example write_file a part, then edit_file to add the rest)",
+                                    call.name, caps.max_tool_arguments_bytes
+                                ),
+                            );
+                            finish = Some(FinishReason::ToolCalls);
+                            break;
+                        }
                         let call = &mut calls[index];
                         if let Some(id) = id {
                             call.provider_id = id;
@@ -1211,6 +1283,13 @@ impl Turn {
 
     /// Decide one call. `None` means the turn was stopped while waiting for the user.
     async fn authorize(&mut self, call: &ToolCallRecord, mode: Mode) -> Option<Prepared> {
+        if let Some(text) = self.refused.remove(&call.id) {
+            self.announce_unparsed(call, &Value::Object(Default::default()));
+            return Some(Prepared::Done {
+                status: ResultStatus::Failed,
+                text,
+            });
+        }
         let value: Value = match serde_json::from_str(arguments_or_empty(&call.arguments)) {
             Ok(v) => v,
             Err(e) => {

@@ -1,0 +1,132 @@
+//! Caps on what a provider or a client can make tandem hold, through the real binary: one
+//! answer's text and reasoning, one tool call's arguments, a client that stops reading, queued
+//! steering, and `session/load` replies within the frame cap. Past each cap tandem cuts, says
+//! so, and keeps going; nothing it holds or stores grows past what the caps allow.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::*;
+
+async fn start(mock: &MockLlm, prelude: &str) -> Tandem {
+    Tandem::start_with(TandemOptions::with_mock(mock).config(config_with(mock, prelude))).await
+}
+
+fn database(t: &Tandem) -> rusqlite::Connection {
+    rusqlite::Connection::open(t.data_dir().join("tandem.sqlite3")).expect("open the database")
+}
+
+/// The largest stored message row of the session, in bytes.
+fn largest_row(t: &Tandem, sid: &str) -> usize {
+    database(t)
+        .query_row(
+            "SELECT COALESCE(MAX(LENGTH(json)), 0) FROM messages WHERE session_id = ?1",
+            [sid],
+            |row| row.get::<_, i64>(0),
+        )
+        .expect("query the messages") as usize
+}
+
+#[tokio::test]
+async fn an_answer_past_its_cap_is_cut_and_the_turn_ends_with_an_error_that_names_the_cap() {
+    for (kind, key) in [
+        ("text", "max_answer_bytes"),
+        ("reasoning", "max_reasoning_bytes"),
+    ] {
+        let ws = workspace();
+        let mock = MockLlm::start().await;
+        let mut script = Script::new().role();
+        // 40 pieces of 10 KB against a cap of 100 KB.
+        for i in 0..40 {
+            let piece = format!("{i:04}{}", "x".repeat(10_000 - 4));
+            script = if kind == "text" {
+                script.text(piece)
+            } else {
+                script.reasoning(piece)
+            };
+        }
+        mock.push(script.finish("stop").done());
+        let t = start(&mock, &format!("{key} = 100000")).await;
+        let sid = t.new_session(ws.path()).await;
+        t.prompt(&sid, "say a lot").await;
+        let ended = t.wait_turn_ended(&sid).await;
+        assert_eq!(ended["reason"], "error", "{kind}: {ended}");
+        let message = ended["error"]["message"].as_str().unwrap();
+        assert!(message.contains(key), "{kind}: {message}");
+        assert_eq!(ended["error"]["retriable"], false);
+        assert_eq!(mock.requests().len(), 1, "{kind}: a cut is not retried");
+        // What came before the cap is kept, and nothing past it.
+        let loaded = t.load_session(&sid).await;
+        let kept: usize = loaded["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .map(|m| {
+                m[if kind == "text" { "text" } else { "reasoning" }]
+                    .as_str()
+                    .map_or(0, str::len)
+            })
+            .sum();
+        assert!(
+            (90_000..=100_000).contains(&kept),
+            "{kind}: kept {kept} bytes"
+        );
+        assert!(
+            largest_row(&t, &sid) < 110_000,
+            "{kind}: the store holds more"
+        );
+        t.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn tool_call_arguments_past_their_cap_fail_that_call_and_the_turn_goes_on() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let mock = MockLlm::start().await;
+    let huge = json!({"path": "big.txt", "content": "y".repeat(300_000)}).to_string();
+    mock.push(
+        Script::new()
+            .role()
+            .tool_call("r1", "read_file", r#"{"path":"a.txt"}"#)
+            .tool_call("w1", "write_file", huge)
+            .tool_call("r2", "read_file", r#"{"path":"a.txt"}"#)
+            .finish("tool_calls")
+            .done(),
+    );
+    mock.push(Script::text_reply("I will split it"));
+    let t = start(&mock, "max_tool_arguments_bytes = 100000").await;
+    let sid = t.new_session_in(ws.path(), "fullAuto").await;
+    t.prompt(&sid, "write a big file").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "completed", "{ended}");
+    assert!(!ws.path().join("big.txt").exists());
+    // The next request pairs the read with its result and the cut call with a tool error; the
+    // call after the cut was never complete and is gone with the stream.
+    let request = mock.request(1);
+    let messages = request["messages"].as_array().unwrap();
+    let calls: Vec<&Value> = messages
+        .iter()
+        .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
+        .collect();
+    assert_eq!(calls.len(), 2, "{request:#}");
+    assert!(calls[1]["function"]["arguments"].as_str().unwrap().len() < 100);
+    let results: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(results.len(), 2, "{request:#}");
+    assert!(results[0].contains("alpha"), "{}", results[0]);
+    assert!(
+        results[1].contains("max_tool_arguments_bytes"),
+        "{}",
+        results[1]
+    );
+    assert!(
+        largest_row(&t, &sid) < 10_000,
+        "the store kept the arguments"
+    );
+    t.shutdown().await;
+}
