@@ -278,6 +278,8 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
                     )
                 );
             }
+            // Made by the native face for a client that does not read; the engine never sends it.
+            Event::StreamTruncated { .. } => {}
             Event::TurnEnded { reason, error } => {
                 if mid_line {
                     println!();

@@ -130,3 +130,76 @@ async fn tool_call_arguments_past_their_cap_fail_that_call_and_the_turn_goes_on(
     );
     t.shutdown().await;
 }
+
+/// Every `seq` from the first to the last is either an event or inside a `streamTruncated`
+/// range (`fromSeq` to its own `seq`), with no overlap.
+fn assert_every_seq_accounted_for(events: &[Value]) {
+    let mut next = events[0]["seq"].as_u64().unwrap();
+    for event in events {
+        let seq = event["seq"].as_u64().unwrap();
+        let from = event["fromSeq"].as_u64().unwrap_or(seq);
+        assert_eq!(from, next, "a gap or an overlap before {event}");
+        next = seq + 1;
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_while_a_command_floods_output_holds_tandem_to_its_buffer() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    // 200 MB of output, against the default outbound buffer of 32 MiB.
+    mock.push(Script::tool_call_reply(
+        "s1",
+        "shell",
+        json!({"command": "echo start; head -c 200000000 /dev/zero | tr '\\0' x; echo; touch flood-done"}),
+    ));
+    mock.push(Script::text_reply("flooded"));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session_in(ws.path(), "fullAuto").await;
+    t.prompt(&sid, "flood").await;
+    t.wait_event(&sid, |e| {
+        e["type"] == "toolCallUpdate" && e["output"].is_string()
+    })
+    .await;
+    t.pause_stdout();
+    let baseline = t.rss_kib().await.unwrap();
+    let mut peak = baseline;
+    let done = ws.path().join("flood-done");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    // The condition is a file the command writes when it is through; RSS is sampled meanwhile.
+    while !done.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never ended"
+        );
+        peak = peak.max(t.rss_kib().await.unwrap_or(0));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    peak = peak.max(t.rss_kib().await.unwrap_or(0));
+    t.resume_stdout();
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "completed", "{ended}");
+    eprintln!("RSS while the client did not read: {baseline} KiB before, {peak} KiB at most");
+    assert!(
+        peak < 120 * 1024,
+        "RSS reached {peak} KiB with a client that did not read (from {baseline} KiB)"
+    );
+    let events = t.events(&sid);
+    let truncated: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "streamTruncated")
+        .collect();
+    assert!(!truncated.is_empty(), "no streamTruncated marker");
+    assert!(truncated[0]["dropped"].as_u64().unwrap() > 0);
+    assert!(truncated[0]["droppedBytes"].as_u64().unwrap() > 1_000_000);
+    assert_every_seq_accounted_for(&events);
+    // The call's final update still came, in order, with the cut output.
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "toolCallUpdate" && e["status"] == "completed")
+        .expect("the final update of the command");
+    let text = result["result"].as_str().unwrap();
+    assert!(text.contains("bytes of output cut"), "{}", &text[..200]);
+    assert!(text.len() < 100_000, "the result is not capped");
+    t.shutdown().await;
+}

@@ -844,6 +844,11 @@ fn full_events() -> Vec<Event> {
                 retriable: true,
             }),
         },
+        Event::StreamTruncated {
+            from_seq: 1,
+            dropped: 2,
+            dropped_bytes: 3,
+        },
     ];
     // Exhaustive on purpose: a new variant must be added above.
     for event in &events {
@@ -863,7 +868,8 @@ fn full_events() -> Vec<Event> {
             | Event::ModelSwitched { .. }
             | Event::Notice { .. }
             | Event::Usage { .. }
-            | Event::TurnEnded { .. } => {}
+            | Event::TurnEnded { .. }
+            | Event::StreamTruncated { .. } => {}
         }
     }
     events

@@ -409,6 +409,8 @@ impl Bridge {
                     )));
                 }
             }
+            // Made by the native face for a client that does not read; the engine never sends it.
+            Event::StreamTruncated { .. } => {}
             Event::TurnEnded { reason, error } => self.end_prompt(*reason, error.as_ref()),
         }
     }

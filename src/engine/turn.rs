@@ -1745,6 +1745,10 @@ impl Turn {
                             diff: None,
                         },
                     );
+                    session
+                        .emitter
+                        .stream_room()
+                        .map(|room| Box::pin(room) as shell::OutputPause)
                 })
                 .await;
                 let mut text = result.model_text(timeout);

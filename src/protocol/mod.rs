@@ -853,6 +853,17 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<TurnError>,
     },
+    /// Stands for streamed pieces this connection dropped because its client did not read
+    /// (the outbound buffer was full): the pieces from `from_seq` to this event's own `seq`.
+    /// What they carried reaches the client in the stored events that follow (the assistant
+    /// message, the call's final update). Sent only on the connection that dropped them.
+    StreamTruncated {
+        from_seq: u64,
+        /// How many pieces were dropped.
+        dropped: u64,
+        /// How many bytes they would have taken on the wire.
+        dropped_bytes: u64,
+    },
 }
 
 impl Event {
@@ -875,7 +886,23 @@ impl Event {
             Event::Notice { .. } => "notice",
             Event::Usage { .. } => "usage",
             Event::TurnEnded { .. } => "turnEnded",
+            Event::StreamTruncated { .. } => "streamTruncated",
         }
+    }
+
+    /// Whether this is a streamed piece (a delta of text or reasoning, a chunk of a command's
+    /// output): not stored, since the final message or update covers it, and the one kind a
+    /// face may drop for a client that does not read (see `StreamTruncated`).
+    pub fn is_streamed_piece(&self) -> bool {
+        matches!(
+            self,
+            Event::AssistantDelta { .. }
+                | Event::ReasoningDelta { .. }
+                | Event::ToolCallUpdate {
+                    output: Some(_),
+                    ..
+                }
+        )
     }
 }
 
@@ -897,6 +924,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "notice",
     "usage",
     "turnEnded",
+    "streamTruncated",
 ];
 
 #[cfg(test)]

@@ -12,8 +12,8 @@ mod stdout;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -60,14 +60,88 @@ impl Outbound {
     }
 }
 
+impl Outbound {
+    /// Bytes waiting to be written to a client that reads slowly or not at all (0 for an
+    /// in-process driver, which reads its channel).
+    fn backlog_bytes(&self) -> usize {
+        self.stdout
+            .as_ref()
+            .map_or(0, |stdout| stdout.backlog_bytes())
+    }
+}
+
+/// One session's events on the native face.
+///
+/// A client that stops reading would make tandem hold everything it sends (a command that
+/// floods output: gigabytes). So past `outbound_buffer_bytes` of backlog, streamed pieces are
+/// dropped; the first event of the session that goes out after them is preceded by one
+/// `streamTruncated` that stands for them, numbered with the last dropped piece's `seq`, so
+/// the client still sees every `seq` accounted for. Stored events are never dropped: the
+/// assistant message and the call's final update carry what the pieces did, so the client's
+/// picture is whole again once it reads.
 struct NativeSink {
     out: Outbound,
+    /// `outbound_buffer_bytes`.
+    cap: usize,
+    /// Set while `dropped` holds a run, so the usual path takes no lock.
+    dropping: AtomicBool,
+    dropped: Mutex<Option<DroppedRun>>,
+}
+
+/// Streamed pieces dropped in a row for a client that did not read.
+struct DroppedRun {
+    from_seq: u64,
+    last_seq: u64,
+    turn_id: Option<String>,
+    count: u64,
+    bytes: u64,
 }
 
 impl EventSink for NativeSink {
     fn emit(&self, session_id: &str, seq: u64, turn_id: Option<&str>, event: &Event) {
-        self.out
-            .send(rpc::event_message(session_id, seq, turn_id, event));
+        let message = rpc::event_message(session_id, seq, turn_id, event);
+        if event.is_streamed_piece() && self.out.backlog_bytes() > self.cap {
+            let mut dropped = self.dropped.lock().unwrap_or_else(PoisonError::into_inner);
+            let run = dropped.get_or_insert_with(|| DroppedRun {
+                from_seq: seq,
+                last_seq: seq,
+                turn_id: None,
+                count: 0,
+                bytes: 0,
+            });
+            run.last_seq = seq;
+            run.turn_id = turn_id.map(str::to_owned);
+            run.count += 1;
+            run.bytes += message.len() as u64;
+            self.dropping.store(true, Ordering::Relaxed);
+            return;
+        }
+        if self.dropping.swap(false, Ordering::Relaxed) {
+            let run = self
+                .dropped
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(run) = run {
+                tracing::info!(
+                    session = session_id,
+                    dropped = run.count,
+                    bytes = run.bytes,
+                    "the client did not read; streamed pieces were dropped"
+                );
+                self.out.send(rpc::event_message(
+                    session_id,
+                    run.last_seq,
+                    run.turn_id.as_deref(),
+                    &Event::StreamTruncated {
+                        from_seq: run.from_seq,
+                        dropped: run.count,
+                        dropped_bytes: run.bytes,
+                    },
+                ));
+            }
+        }
+        self.out.send(message);
     }
 }
 
@@ -336,6 +410,9 @@ impl Server {
     fn sink(&self) -> Arc<dyn EventSink> {
         Arc::new(NativeSink {
             out: self.out.clone(),
+            cap: self.engine.config.outbound_buffer_bytes,
+            dropping: AtomicBool::new(false),
+            dropped: Mutex::new(None),
         })
     }
 

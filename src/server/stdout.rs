@@ -50,6 +50,9 @@ pub(super) struct Shared {
     /// Messages handed to the writer thread and not yet fully written, plus one for a pending
     /// rest of a partial direct write.
     queued: AtomicUsize,
+    /// The bytes of the messages counted in `queued` (bodies, before framing): what a client
+    /// that stops reading makes tandem hold. Faces drop streamed pieces past a cap on it.
+    queued_bytes: AtomicUsize,
     /// The framing as `framing_code` writes it; set by the read loop.
     framing: Arc<AtomicU8>,
     /// Whether stdout was made non-blocking, so senders may write to it directly.
@@ -110,9 +113,15 @@ impl Shared {
         self.queue(tx, body);
     }
 
+    /// How many bytes wait for the writer thread (a client that does not read makes this grow).
+    pub(super) fn backlog_bytes(&self) -> usize {
+        self.queued_bytes.load(Ordering::Relaxed)
+    }
+
     /// Hand a message to the writer thread, counted until it is written.
     fn queue(&self, tx: &mpsc::UnboundedSender<Vec<u8>>, body: Vec<u8>) {
         self.queued.fetch_add(1, Ordering::AcqRel);
+        self.queued_bytes.fetch_add(body.len(), Ordering::Relaxed);
         // The writer is gone only when stdout failed; nothing is left to tell.
         let _ = tx.send(body);
     }
@@ -157,6 +166,7 @@ fn start(
         fd,
         writing: Mutex::new(Vec::new()),
         queued: AtomicUsize::new(0),
+        queued_bytes: AtomicUsize::new(0),
         framing,
         inline,
         closed: AtomicBool::new(false),
@@ -177,10 +187,12 @@ fn write_loop(mut rx: mpsc::UnboundedReceiver<Vec<u8>>, shared: &Shared) {
             .unwrap_or_else(PoisonError::into_inner);
         let framing = shared.framing();
         let mut taken = 1;
+        let mut taken_bytes = 0;
         let mut written = out.write_all(&rest);
         rest.clear();
         let mut next = Some(first);
         while let Some(body) = next.take() {
+            taken_bytes += body.len();
             if written.is_err() {
                 break;
             }
@@ -200,6 +212,9 @@ fn write_loop(mut rx: mpsc::UnboundedReceiver<Vec<u8>>, shared: &Shared) {
         }
         let written = written.and_then(|()| write_batch(&mut out, &mut batch));
         shared.queued.fetch_sub(taken, Ordering::AcqRel);
+        shared
+            .queued_bytes
+            .fetch_sub(taken_bytes, Ordering::Relaxed);
         drop(rest);
         if let Err(e) = written {
             tracing::debug!("stdout failed: {e}; the client is gone");

@@ -54,6 +54,36 @@ pub struct Emitter {
     /// Store callbacks of this session (events and ordered replies) not yet run; a streamed
     /// piece may skip the queue only when this is zero.
     queued: Arc<AtomicUsize>,
+    /// The streamed pieces waiting in the store queue (their text or output, in bytes), and a
+    /// wake-up for producers waiting for it to fall (see [`Emitter::stream_room`]).
+    pieces: Arc<PieceBacklog>,
+}
+
+/// Streamed pieces of one session that wait in the store queue behind a stored event.
+///
+/// Once one piece waits there, every later piece must wait behind it (order), so a producer
+/// faster than the store thread (a command flooding output: 200 MB in a few seconds) would
+/// pile pieces up without bound. Producers that can pause (the shell tool stops reading the
+/// command's pipes, so the command blocks as it would on a slow terminal) wait for room
+/// instead: memory stays near [`STREAM_BACKLOG_BYTES`] whatever the command prints.
+struct PieceBacklog {
+    bytes: AtomicUsize,
+    room: tokio::sync::Notify,
+}
+
+/// How many bytes of streamed pieces may wait in the store queue before producers pause.
+pub const STREAM_BACKLOG_BYTES: usize = 4 * 1024 * 1024;
+
+/// The bytes a streamed piece carries (0 for any other event).
+fn piece_bytes(event: &Event) -> usize {
+    match event {
+        Event::AssistantDelta { text } | Event::ReasoningDelta { text } => text.len(),
+        Event::ToolCallUpdate {
+            output: Some(output),
+            ..
+        } => output.len(),
+        _ => 0,
+    }
 }
 
 /// How many `seq` numbers one reservation covers. After a crash in the middle of a stream,
@@ -71,16 +101,7 @@ struct SeqCounters {
 
 /// Events worth a row: everything but the streamed pieces, which the final message covers.
 fn persisted(event: &Event) -> bool {
-    !matches!(
-        event,
-        Event::AssistantDelta { .. } | Event::ReasoningDelta { .. }
-    ) && !matches!(
-        event,
-        Event::ToolCallUpdate {
-            output: Some(_),
-            ..
-        }
-    )
+    !event.is_streamed_piece()
 }
 
 impl Emitter {
@@ -99,7 +120,29 @@ impl Emitter {
             sink,
             store,
             queued: Arc::new(AtomicUsize::new(0)),
+            pieces: Arc::new(PieceBacklog {
+                bytes: AtomicUsize::new(0),
+                room: tokio::sync::Notify::new(),
+            }),
         }
+    }
+
+    /// `None` when streamed pieces may go on at once; otherwise a future that resolves when
+    /// the pieces waiting in the store queue have fallen to [`STREAM_BACKLOG_BYTES`].
+    pub fn stream_room(&self) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        if self.pieces.bytes.load(Ordering::Acquire) <= STREAM_BACKLOG_BYTES {
+            return None;
+        }
+        let pieces = self.pieces.clone();
+        Some(async move {
+            loop {
+                let notified = pieces.room.notified();
+                if pieces.bytes.load(Ordering::Acquire) <= STREAM_BACKLOG_BYTES {
+                    return;
+                }
+                notified.await;
+            }
+        })
     }
 
     pub fn emit(&self, turn_id: Option<&str>, event: Event) {
@@ -139,9 +182,20 @@ impl Emitter {
         let event_type = event.type_name();
         let queued = self.queued.clone();
         queued.fetch_add(1, Ordering::AcqRel);
+        let size = piece_bytes(&event);
+        let pieces = (size > 0).then(|| {
+            self.pieces.bytes.fetch_add(size, Ordering::AcqRel);
+            self.pieces.clone()
+        });
         let after_commit: AfterCommit = Box::new(move || {
             sink.emit(&session_id, seq, turn.as_deref(), &event);
             queued.fetch_sub(1, Ordering::AcqRel);
+            if let Some(pieces) = pieces {
+                let before = pieces.bytes.fetch_sub(size, Ordering::AcqRel);
+                if before > STREAM_BACKLOG_BYTES && before - size <= STREAM_BACKLOG_BYTES {
+                    pieces.room.notify_waiters();
+                }
+            }
         });
         match json {
             Some(json) if reserve_with_row => store.record_event_reserving(

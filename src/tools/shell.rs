@@ -189,11 +189,17 @@ fn signal_group(pid: Option<u32>, signal: Signal) {
     }
 }
 
-/// Run the command; `on_output` receives each chunk of output as it arrives.
+/// What `on_output` returns when whoever shows the output cannot keep up: the command's pipes
+/// are not read until it resolves, so a command that floods output blocks on its pipe (as it
+/// would on a slow terminal) instead of filling memory. Stop and the timeout still apply.
+pub type OutputPause = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// Run the command; `on_output` receives each chunk of output as it arrives, and may ask the
+/// reading to pause (see [`OutputPause`]).
 pub async fn run(
     request: ShellRequest,
     cancel: &CancellationToken,
-    mut on_output: impl FnMut(&str),
+    mut on_output: impl FnMut(&str) -> Option<OutputPause>,
 ) -> ShellResult {
     // A private temp dir per sandboxed command, mounted as its /tmp.
     let temp = match &request.sandbox {
@@ -319,15 +325,23 @@ pub async fn run(
     let mut output = CappedOutput::new();
     let mut emit = |bytes: &[u8], output: &mut CappedOutput| {
         output.push(bytes);
-        on_output(&String::from_utf8_lossy(bytes));
+        on_output(&String::from_utf8_lossy(bytes))
     };
     let deadline = tokio::time::sleep(request.timeout);
     tokio::pin!(deadline);
     let mut pipes_open = true;
+    let mut pause: Option<OutputPause> = None;
     let end = loop {
+        let waiting = pause.take();
+        let next_chunk = async {
+            if let Some(waiting) = waiting {
+                waiting.await;
+            }
+            rx.recv().await
+        };
         tokio::select! {
-            chunk = rx.recv(), if pipes_open => match chunk {
-                Some(bytes) => emit(&bytes, &mut output),
+            chunk = next_chunk, if pipes_open => match chunk {
+                Some(bytes) => pause = emit(&bytes, &mut output),
                 None => pipes_open = false,
             },
             status = child.wait() => {
@@ -355,7 +369,8 @@ pub async fn run(
     let drain_until = tokio::time::Instant::now() + Duration::from_millis(200);
     while pipes_open {
         match tokio::time::timeout_at(drain_until, rx.recv()).await {
-            Ok(Some(bytes)) => emit(&bytes, &mut output),
+            // Bounded by time, so no pause here: what is left is what the pipes held.
+            Ok(Some(bytes)) => drop(emit(&bytes, &mut output)),
             Ok(None) | Err(_) => pipes_open = false,
         }
     }
@@ -419,7 +434,7 @@ mod tests {
             bwrap: Some(bwrap),
             landlock: None,
         });
-        Some(run(r, &CancellationToken::new(), |_| {}).await)
+        Some(run(r, &CancellationToken::new(), |_| None).await)
     }
 
     #[tokio::test]
@@ -467,7 +482,10 @@ mod tests {
         let result = run(
             request("echo hello; echo oops >&2; exit 3"),
             &CancellationToken::new(),
-            |s| seen.push_str(s),
+            |s| {
+                seen.push_str(s);
+                None
+            },
         )
         .await;
         assert_eq!(result.end, ShellEnd::Exited(3));
@@ -489,6 +507,7 @@ mod tests {
                 if s.contains("ready") {
                     trigger.cancel();
                 }
+                None
             },
         )
         .await;
@@ -500,7 +519,7 @@ mod tests {
     async fn timeout_is_reported() {
         let mut r = request("sleep 5");
         r.timeout = Duration::from_millis(100);
-        let result = run(r, &CancellationToken::new(), |_| {}).await;
+        let result = run(r, &CancellationToken::new(), |_| None).await;
         assert_eq!(result.end, ShellEnd::TimedOut);
         assert!(result
             .model_text(Duration::from_millis(100))
