@@ -163,19 +163,17 @@ async fn a_client_that_stops_reading_while_a_command_floods_output_holds_tandem_
     .await;
     t.pause_stdout();
     let baseline = t.rss_kib().await.unwrap();
-    let mut peak = baseline;
     let done = ws.path().join("flood-done");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    // The condition is a file the command writes when it is through; RSS is sampled meanwhile.
+    // The condition is a file the command writes when it is through.
     while !done.exists() {
         assert!(
             std::time::Instant::now() < deadline,
             "the command never ended"
         );
-        peak = peak.max(t.rss_kib().await.unwrap_or(0));
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    peak = peak.max(t.rss_kib().await.unwrap_or(0));
+    let peak = t.peak_rss_kib().await.unwrap();
     t.resume_stdout();
     let ended = t.wait_turn_ended(&sid).await;
     assert_eq!(ended["reason"], "completed", "{ended}");
@@ -201,5 +199,46 @@ async fn a_client_that_stops_reading_while_a_command_floods_output_holds_tandem_
     let text = result["result"].as_str().unwrap();
     assert!(text.contains("bytes of output cut"), "{}", &text[..200]);
     assert!(text.len() < 100_000, "the result is not capped");
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn reading_one_line_of_a_huge_file_without_newlines_keeps_memory_flat() {
+    let ws = workspace();
+    // 300 MB of text with no newline (and no NUL byte, so it is not refused as binary).
+    {
+        use std::io::Write;
+        let mut file = std::fs::File::create(ws.path().join("one-line.txt")).unwrap();
+        let block = vec![b'x'; 1024 * 1024];
+        for _ in 0..300 {
+            file.write_all(&block).unwrap();
+        }
+    }
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_call_reply(
+        "r1",
+        "read_file",
+        json!({"path": "one-line.txt", "limit": 1}),
+    ));
+    mock.push(Script::text_reply("read"));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "read it").await;
+    assert_eq!(t.wait_turn_ended(&sid).await["reason"], "completed");
+    let peak = t.peak_rss_kib().await.unwrap();
+    eprintln!("peak RSS after read_file of a 300 MB line: {peak} KiB");
+    assert!(peak < 100 * 1024, "peak RSS {peak} KiB");
+    let result = mock.request(1)["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(result.len() < 10_000, "{} bytes", result.len());
+    assert!(result.contains("[line truncated]"), "{}", &result[..200]);
+    assert!(result.contains("Lines longer than"), "{result}");
     t.shutdown().await;
 }

@@ -124,7 +124,59 @@ pub fn read_text_window(
         .unwrap_or_else(|e| ToolOutcome::error(format!("could not read `{display}`: {e}")))
 }
 
-/// The `cat -n` window of read_file over any reader.
+/// How far past the shown window read_file keeps counting lines for its "more lines" note;
+/// beyond it the note says there is more without a count (a 1.5 GB file is not scanned whole
+/// to answer a slice).
+const READ_COUNT_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What one call of [`read_line_capped`] found.
+struct LineRead {
+    /// Bytes consumed from the reader, newline included; 0 at the end.
+    consumed: u64,
+    /// Whether the line had more than the kept bytes.
+    cut: bool,
+}
+
+/// Reads one line, keeping at most `keep` bytes of it in `line` (nothing when `keep` is 0)
+/// and skipping the rest up to the newline, so a line of any length costs only the buffer.
+fn read_line_capped(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    keep: usize,
+) -> std::io::Result<LineRead> {
+    line.clear();
+    let mut consumed = 0u64;
+    let mut cut = false;
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(available) => available,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            break;
+        }
+        let (piece, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(at) => (&available[..=at], true),
+            None => (available, false),
+        };
+        let room = keep.saturating_sub(line.len());
+        if piece.len() > room {
+            cut |= piece[room..].iter().any(|&b| b != b'\n' && b != b'\r');
+        }
+        line.extend_from_slice(&piece[..piece.len().min(room)]);
+        let used = piece.len();
+        reader.consume(used);
+        consumed += used as u64;
+        if done {
+            break;
+        }
+    }
+    Ok(LineRead { consumed, cut })
+}
+
+/// The `cat -n` window of read_file over any reader. Lines are read with a cap
+/// ([`read_line_capped`]): memory stays at the window's size whatever the file holds.
 fn number_lines(
     display: &str,
     mut reader: impl BufRead,
@@ -133,37 +185,52 @@ fn number_lines(
 ) -> std::io::Result<ToolOutcome> {
     let first = offset.unwrap_or(1).max(1);
     let limit = limit.unwrap_or(READ_DEFAULT_LIMIT).max(1);
+    // Four bytes per character at most, plus a character cut in half, so the character cap
+    // below always decides and the kept bytes never fall short of it.
+    let keep_bytes = READ_MAX_LINE_CHARS * 4 + 4;
     let mut out = String::new();
     let mut line = Vec::new();
     let mut line_no: u64 = 0;
     let mut shown: u64 = 0;
     let mut last_shown: u64 = 0;
     let mut remaining: u64 = 0;
+    let mut counted_bytes: u64 = 0;
+    let mut uncounted = false;
     let mut cut_lines = false;
     let mut lossy = false;
     loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line)?;
-        if n == 0 {
+        let showing = line_no + 1 >= first && shown < limit && out.len() < READ_MAX_OUTPUT_BYTES;
+        let read = read_line_capped(&mut reader, &mut line, if showing { keep_bytes } else { 0 })?;
+        if read.consumed == 0 {
             break;
         }
         line_no += 1;
         if line_no < first {
             continue;
         }
-        if shown >= limit || out.len() >= READ_MAX_OUTPUT_BYTES {
+        if !showing {
             remaining += 1;
+            counted_bytes += read.consumed;
+            if counted_bytes > READ_COUNT_MAX_BYTES {
+                uncounted = true;
+                break;
+            }
             continue;
         }
         let bytes = trim_newline(&line);
         let text = match std::str::from_utf8(bytes) {
             Ok(text) => std::borrow::Cow::Borrowed(text),
+            // A multi-byte character cut by the byte cap is not a sign of a non-UTF-8 file.
+            Err(e) if read.cut && e.error_len().is_none() => std::borrow::Cow::Borrowed(
+                std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or(""),
+            ),
             Err(_) => {
                 lossy = true;
                 String::from_utf8_lossy(bytes)
             }
         };
-        let (text, was_cut) = truncate_chars(&text, READ_MAX_LINE_CHARS);
+        let (text, cut_chars) = truncate_chars(&text, READ_MAX_LINE_CHARS);
+        let was_cut = cut_chars || read.cut;
         cut_lines |= was_cut;
         if !out.is_empty() {
             out.push('\n');
@@ -187,7 +254,7 @@ fn number_lines(
     let mut notes = Vec::new();
     if cut_lines {
         notes.push(format!(
-            "Lines longer than {READ_MAX_LINE_CHARS} characters were truncated."
+            "Lines longer than {READ_MAX_LINE_CHARS} characters were truncated; use grep or the shell tool (for example `cut -c`) to see the rest of a long line."
         ));
     }
     if lossy {
@@ -196,7 +263,13 @@ fn number_lines(
                 .to_string(),
         );
     }
-    if remaining > 0 {
+    if uncounted {
+        notes.push(format!(
+            "… more lines (over {} MiB more; not counted); call read_file with offset={}",
+            READ_COUNT_MAX_BYTES / (1024 * 1024),
+            last_shown + 1
+        ));
+    } else if remaining > 0 {
         notes.push(format!(
             "… {remaining} more lines; call read_file with offset={}",
             last_shown + 1
@@ -1068,6 +1141,34 @@ mod tests {
         assert!(first.ends_with("[line truncated]"));
         assert!(out.output.contains("     2\tshort"));
         assert!(out.output.contains("longer than 2000 characters"));
+    }
+
+    #[test]
+    fn a_line_longer_than_the_cap_is_kept_up_to_it_and_skipped_to_its_newline() {
+        let mut text = "é".repeat(5_000);
+        text.push_str("\nnext\n");
+        let mut reader = std::io::BufReader::with_capacity(64, Cursor::new(text.as_bytes()));
+        let mut line = Vec::new();
+        let first = read_line_capped(&mut reader, &mut line, 101).unwrap();
+        assert!(first.cut);
+        assert_eq!(first.consumed, 10_001);
+        assert_eq!(line.len(), 101, "kept only the cap");
+        let second = read_line_capped(&mut reader, &mut line, 101).unwrap();
+        assert!(!second.cut);
+        assert_eq!(line, b"next\n");
+        assert_eq!(
+            read_line_capped(&mut reader, &mut line, 101)
+                .unwrap()
+                .consumed,
+            0
+        );
+        // The window shows a character-cut line without calling the file non-UTF-8.
+        let f = fixture();
+        write(&f, "long.txt", &format!("{}\nb\n", "é".repeat(3_000)));
+        let out = read_file(&f.ws, "long.txt", None, Some(1));
+        assert!(out.output.contains("[line truncated]"), "{}", out.output);
+        assert!(!out.output.contains("not valid UTF-8"), "{}", out.output);
+        assert!(out.output.contains("1 more lines"), "{}", out.output);
     }
 
     #[test]

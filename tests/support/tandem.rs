@@ -1069,11 +1069,21 @@ impl Tandem {
 
     /// The server's resident memory in KiB (VmRSS), while it runs.
     pub async fn rss_kib(&self) -> Option<u64> {
+        self.proc_status_kib("VmRSS:").await
+    }
+
+    /// The most resident memory the server has had so far, in KiB (VmHWM): a peak that no
+    /// sampling can miss.
+    pub async fn peak_rss_kib(&self) -> Option<u64> {
+        self.proc_status_kib("VmHWM:").await
+    }
+
+    async fn proc_status_kib(&self, field: &str) -> Option<u64> {
         let pid = self.pid().await?;
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
         status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .find_map(|l| l.strip_prefix(field))
             .and_then(|v| v.split_whitespace().next())
             .and_then(|v| v.parse().ok())
     }
