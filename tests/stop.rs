@@ -318,3 +318,47 @@ async fn stop_when_idle_reports_false() {
     assert!(!t.stop(&sid).await);
     t.shutdown().await;
 }
+
+/// A `write_file` that rewrites every line of a 400,000-line file: planning its diff takes the
+/// whole diff deadline (it was minutes before there was one). A stop sent while it runs is
+/// answered at once, the turn ends interrupted, and nothing is written.
+#[tokio::test]
+async fn stop_while_a_huge_diff_is_planned_answers_at_once() {
+    let ws = workspace();
+    let old: String = (0..400_000).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(ws.path().join("big.txt"), &old).unwrap();
+    let new: String = (0..400_000).map(|i| format!("LINE {i}\n")).collect();
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_call_reply(
+        "w1",
+        "write_file",
+        json!({"path": "big.txt", "content": new}),
+    ));
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    let turn = t.prompt(&sid, "rewrite it").await;
+    // The call is announced just before its diff is planned.
+    t.wait_event(&sid, |e| e["type"] == "toolCall").await;
+    let asked = std::time::Instant::now();
+    assert!(t.stop(&sid).await);
+    let took = asked.elapsed();
+    eprintln!(
+        "stop answered in {} ms while the diff was planned",
+        took.as_millis()
+    );
+    assert!(
+        took < std::time::Duration::from_millis(500),
+        "stop took {took:?} while the diff was planned"
+    );
+    assert!(
+        t.find_event(&sid, |e| e["type"] == "approvalRequested")
+            .is_none(),
+        "the approval was asked before the stop was answered"
+    );
+    check_interrupted_then_continue(&t, &mock, &sid, &turn).await;
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("big.txt")).unwrap(),
+        old
+    );
+    t.shutdown().await;
+}

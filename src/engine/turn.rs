@@ -40,6 +40,7 @@ use crate::tools::fs::{apply_edit, plan_edit, plan_write, PlannedEdit, ToolOutco
 use crate::tools::sandbox::{self, Confinement, SandboxPolicy};
 use crate::tools::shell::{self, ShellRequest};
 use crate::tools::{client_fs, meta_for, parse_args, Risk, ToolArgs, TOOLS};
+use crate::workspace::diff::DiffShape;
 use crate::workspace::diff::FileDiff;
 
 /// Identical consecutive calls that earn the model a warning.
@@ -1395,8 +1396,24 @@ impl Turn {
             ToolArgs::WriteFile { .. } | ToolArgs::EditFile { .. }
                 if !matches!(verdict, Verdict::Refuse { .. }) =>
             {
-                match self.plan(args.clone()).await {
-                    Ok(plan) => Some(Box::new(plan)),
+                let planned = tokio::select! {
+                    biased;
+                    // Planning runs on the blocking pool and may take up to the diff deadline
+                    // on a huge rewrite; a stop does not wait for it (its result is dropped).
+                    _ = self.cancel.cancelled() => return None,
+                    planned = self.plan(args.clone()) => planned,
+                };
+                match planned {
+                    Ok(plan) => {
+                        if plan.diff.shape == DiffShape::WholeFile {
+                            if let Verdict::Ask { reason } = &mut verdict {
+                                reason.push_str(
+                                    "; the change is too large to compare line by line in time, so the diff shows the whole file replaced",
+                                );
+                            }
+                        }
+                        Some(Box::new(plan))
+                    }
                     Err(text) if asked_each_time => {
                         if let Verdict::Ask { reason } = &mut verdict {
                             reason.push_str(&format!(
@@ -1651,11 +1668,20 @@ impl Turn {
                 };
                 let workspace = self.session.workspace.clone();
                 let diff = match &edited {
-                    Some(content) => crate::workspace::diff::file_diff(
-                        &plan.diff.path,
-                        plan.old_content.as_deref(),
-                        content,
-                    ),
+                    // The user's version is compared off the async workers: a large file
+                    // takes up to the diff deadline.
+                    Some(content) => {
+                        let (path, old, new) = (
+                            plan.diff.path.clone(),
+                            plan.old_content.clone(),
+                            content.clone(),
+                        );
+                        tokio::task::spawn_blocking(move || {
+                            crate::workspace::diff::file_diff(&path, old.as_deref(), &new)
+                        })
+                        .await
+                        .unwrap_or_else(|_| plan.diff.clone())
+                    }
                     None => plan.diff.clone(),
                 };
                 // A write is not interrupted halfway: it is short and atomic, and a stop that

@@ -1,5 +1,7 @@
 //! Unified diffs of proposed file changes, built with the `similar` crate.
 
+use std::time::{Duration, Instant};
+
 use similar::TextDiff;
 
 /// A proposed change to one file: both texts plus the unified diff shown to
@@ -11,10 +13,29 @@ pub struct FileDiff {
     pub old_text: Option<String>,
     pub new_text: String,
     pub unified: String,
+    /// How `unified` was made: line by line, or (past [`DIFF_DEADLINE`]) as a whole-file
+    /// replacement, which the approval says.
+    pub shape: DiffShape,
+}
+
+/// How a unified diff compares its two texts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiffShape {
+    /// Hunks of the lines that changed, with context.
+    Lines,
+    /// Every old line removed and every new line added, in one hunk: the line-by-line
+    /// comparison did not finish within [`DIFF_DEADLINE`].
+    WholeFile,
 }
 
 /// Lines of unchanged context around each hunk, as in `diff -u`.
 const CONTEXT_LINES: usize = 3;
+
+/// How long the line-by-line comparison may search. Myers' algorithm is quadratic in the
+/// number of changed lines: a rewrite of every line of an 80,000-line file took 33 s, and
+/// 400,000 lines far longer. Past the deadline the change is shown as a whole-file
+/// replacement, which is exact, only not minimal.
+pub const DIFF_DEADLINE: Duration = Duration::from_millis(1000);
 
 /// Builds the diff between `old_text` (`None` for a new file) and `new_text`.
 /// Headers are `--- a/PATH` and `+++ b/PATH`, with `--- /dev/null` for a new
@@ -25,23 +46,76 @@ pub fn file_diff(path: &str, old_text: Option<&str>, new_text: &str) -> FileDiff
         None => "/dev/null".to_string(),
     };
     let new_header = prefixed("b", path);
-    let unified = unified_diff(old_text.unwrap_or(""), new_text, &old_header, &new_header);
+    let (unified, shape) =
+        unified_diff_shaped(old_text.unwrap_or(""), new_text, &old_header, &new_header);
     FileDiff {
         path: path.to_string(),
         old_text: old_text.map(str::to_string),
         new_text: new_text.to_string(),
         unified,
+        shape,
     }
 }
 
 /// A unified diff between two texts with the given header names. Identical
 /// texts give an empty string.
 pub fn unified_diff(old: &str, new: &str, old_header: &str, new_header: &str) -> String {
-    TextDiff::from_lines(old, new)
+    unified_diff_shaped(old, new, old_header, new_header).0
+}
+
+fn unified_diff_shaped(
+    old: &str,
+    new: &str,
+    old_header: &str,
+    new_header: &str,
+) -> (String, DiffShape) {
+    let deadline = Instant::now() + DIFF_DEADLINE;
+    let diff = TextDiff::configure()
+        .deadline(deadline)
+        .diff_lines(old, new);
+    if Instant::now() >= deadline && old != new {
+        // Past the deadline similar approximates, and its hunks can be long and hard to read;
+        // one honest replacement is clearer, and the approval says which it is.
+        return (
+            whole_file_replacement(old, new, old_header, new_header),
+            DiffShape::WholeFile,
+        );
+    }
+    let unified = diff
         .unified_diff()
         .context_radius(CONTEXT_LINES)
         .header(old_header, new_header)
-        .to_string()
+        .to_string();
+    (unified, DiffShape::Lines)
+}
+
+/// One hunk that removes every line of `old` and adds every line of `new`.
+fn whole_file_replacement(old: &str, new: &str, old_header: &str, new_header: &str) -> String {
+    let old_lines = old.split_inclusive('\n').count();
+    let new_lines = new.split_inclusive('\n').count();
+    let range = |n: usize| {
+        if n == 0 {
+            "0,0".to_owned()
+        } else {
+            format!("1,{n}")
+        }
+    };
+    let mut out = String::with_capacity(old.len() + new.len() + (old_lines + new_lines) * 2 + 128);
+    out.push_str(&format!(
+        "--- {old_header}\n+++ {new_header}\n@@ -{} +{} @@\n",
+        range(old_lines),
+        range(new_lines)
+    ));
+    for (sign, text) in [('-', old), ('+', new)] {
+        for line in text.split_inclusive('\n') {
+            out.push(sign);
+            out.push_str(line);
+            if !line.ends_with('\n') {
+                out.push_str("\n\\ No newline at end of file\n");
+            }
+        }
+    }
+    out
 }
 
 /// `a/src/x.rs` for relative paths; absolute paths (files in a second root)
@@ -84,6 +158,31 @@ mod tests {
         assert!(!d.unified.contains("line 6\n"), "only 3 lines of context");
         assert!(d.unified.contains(" line 13\n"));
         assert!(!d.unified.contains("line 14\n"), "only 3 lines of context");
+    }
+
+    #[test]
+    fn a_rewrite_too_large_to_compare_in_time_is_a_whole_file_replacement() {
+        // Every line changed: Myers' search is quadratic here and passes the deadline.
+        let old: String = (0..200_000).map(|i| format!("old {i}\n")).collect();
+        let new: String = (0..200_000)
+            .map(|i| format!("new {i}\n"))
+            .collect::<String>()
+            + "end";
+        let d = file_diff("big.txt", Some(&old), &new);
+        assert_eq!(d.shape, DiffShape::WholeFile);
+        let mut lines = d.unified.lines();
+        assert_eq!(lines.next(), Some("--- a/big.txt"));
+        assert_eq!(lines.next(), Some("+++ b/big.txt"));
+        assert_eq!(lines.next(), Some("@@ -1,200000 +1,200001 @@"));
+        assert_eq!(lines.next(), Some("-old 0"));
+        assert!(d.unified.contains("\n+new 0\n"));
+        assert!(d.unified.ends_with("+end\n\\ No newline at end of file\n"));
+        assert_eq!(
+            d.unified.lines().filter(|l| l.starts_with('-')).count(),
+            200_001
+        );
+        // A small change is still line by line.
+        assert_eq!(file_diff("x", Some("a\n"), "b\n").shape, DiffShape::Lines);
     }
 
     #[test]
