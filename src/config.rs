@@ -286,10 +286,6 @@ pub struct Config {
     /// every other event still reaches the client in order once it reads again.
     #[serde(default = "default_outbound_buffer_bytes")]
     pub outbound_buffer_bytes: usize,
-    /// The most steering messages waiting for a turn's next safe point; past it `steer` is
-    /// refused with `steeringQueueFull`. Those that wait are merged into one message.
-    #[serde(default = "default_max_queued_steering")]
-    pub max_queued_steering: usize,
     /// The file this config was read from; tandem protects it from the agent.
     #[serde(skip)]
     pub source_path: Option<PathBuf>,
@@ -325,9 +321,6 @@ fn default_max_tool_arguments_bytes() -> usize {
 }
 fn default_outbound_buffer_bytes() -> usize {
     32 * 1024 * 1024
-}
-fn default_max_queued_steering() -> usize {
-    64
 }
 
 fn default_shell_max_processes() -> u64 {
@@ -409,7 +402,6 @@ impl Config {
             max_reasoning_bytes: default_max_answer_bytes(),
             max_tool_arguments_bytes: default_max_tool_arguments_bytes(),
             outbound_buffer_bytes: default_outbound_buffer_bytes(),
-            max_queued_steering: default_max_queued_steering(),
             source_path: None,
         }
     }
