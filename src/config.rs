@@ -286,6 +286,13 @@ pub struct Config {
     /// every other event still reaches the client in order once it reads again.
     #[serde(default = "default_outbound_buffer_bytes")]
     pub outbound_buffer_bytes: usize,
+    /// The most `steer` texts queued in one turn before its next safe point; past it `steer`
+    /// answers `steeringQueueFull` (what is queued is applied as one message at the safe point).
+    #[serde(default = "default_max_queued_steering")]
+    pub max_queued_steering: usize,
+    /// The most bytes of steering text queued in one turn, for the same reason.
+    #[serde(default = "default_max_queued_steering_bytes")]
+    pub max_queued_steering_bytes: usize,
     /// The file this config was read from; tandem protects it from the agent.
     #[serde(skip)]
     pub source_path: Option<PathBuf>,
@@ -321,6 +328,14 @@ fn default_max_tool_arguments_bytes() -> usize {
 }
 fn default_outbound_buffer_bytes() -> usize {
     32 * 1024 * 1024
+}
+fn default_max_queued_steering() -> usize {
+    // A person steers a few times between two tool batches; a client in a loop does not get to
+    // grow the next request without bound.
+    64
+}
+fn default_max_queued_steering_bytes() -> usize {
+    1024 * 1024
 }
 
 fn default_shell_max_processes() -> u64 {
@@ -402,6 +417,8 @@ impl Config {
             max_reasoning_bytes: default_max_answer_bytes(),
             max_tool_arguments_bytes: default_max_tool_arguments_bytes(),
             outbound_buffer_bytes: default_outbound_buffer_bytes(),
+            max_queued_steering: default_max_queued_steering(),
+            max_queued_steering_bytes: default_max_queued_steering_bytes(),
             source_path: None,
         }
     }

@@ -242,3 +242,90 @@ async fn reading_one_line_of_a_huge_file_without_newlines_keeps_memory_flat() {
     assert!(result.contains("Lines longer than"), "{result}");
     t.shutdown().await;
 }
+
+#[tokio::test]
+async fn queued_steering_is_capped_and_applied_as_one_message() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let gate = Gate::new();
+    let mock = MockLlm::start().await;
+    // The first response holds until every steer has been sent, so all of them queue up.
+    mock.push(
+        Script::new()
+            .role()
+            .wait_for(&gate)
+            .tool_call("r1", "read_file", json!({"path": "a.txt"}).to_string())
+            .finish("tool_calls")
+            .done(),
+    );
+    mock.push(Script::text_reply("Noted."));
+    let t = start(
+        &mock,
+        "max_queued_steering = 3\nmax_queued_steering_bytes = 64",
+    )
+    .await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "look around").await;
+    gate.wait_reached().await;
+    for text in ["one", "two", "three"] {
+        t.steer(&sid, text).await;
+    }
+    let full = t
+        .request_err("steer", json!({"sessionId": sid, "text": "four"}))
+        .await;
+    assert_eq!(full.kind, "steeringQueueFull", "{}", full.message);
+    assert!(
+        full.message.contains("max_queued_steering"),
+        "{}",
+        full.message
+    );
+    gate.open();
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "completed");
+    let applied = t.events_of_type(&sid, "steeringApplied");
+    assert_eq!(applied.len(), 1, "{applied:?}");
+    assert_eq!(applied[0]["text"], "one\n\ntwo\n\nthree");
+    // The next request carries the three texts as one user message after the tool result.
+    let request = mock.request(1);
+    let steering: Vec<&Value> = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .skip(1)
+        .collect();
+    assert_eq!(steering.len(), 1, "{request}");
+    assert!(steering[0]["content"]
+        .as_str()
+        .is_some_and(|c| c.starts_with("one\n\ntwo\n\nthree")));
+
+    // The byte cap: one text longer than the room left is refused with the key named.
+    let gate = Gate::new();
+    mock.push(
+        Script::new()
+            .role()
+            .wait_for(&gate)
+            .text("thinking")
+            .finish("stop")
+            .done(),
+    );
+    mock.push(Script::text_reply("Done."));
+    let turn = t.prompt(&sid, "again").await;
+    gate.wait_reached().await;
+    let long = t
+        .request_err("steer", json!({"sessionId": sid, "text": "x".repeat(65)}))
+        .await;
+    assert_eq!(long.kind, "steeringQueueFull");
+    assert!(
+        long.message.contains("max_queued_steering_bytes"),
+        "{}",
+        long.message
+    );
+    t.steer(&sid, "short").await;
+    gate.open();
+    let events = t.wait_turn(&sid, &turn).await;
+    assert!(events
+        .iter()
+        .any(|e| e["type"] == "steeringApplied" && e["text"] == "short"));
+    t.shutdown().await;
+}

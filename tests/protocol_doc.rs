@@ -1114,6 +1114,7 @@ fn all_error_kinds() -> Vec<ErrorKind> {
         RetryUnavailable,
         Unsupported,
         StoreUnavailable,
+        SteeringQueueFull,
     ];
     for kind in &all {
         match kind {
@@ -1134,7 +1135,8 @@ fn all_error_kinds() -> Vec<ErrorKind> {
             | InvalidCwd
             | RetryUnavailable
             | Unsupported
-            | StoreUnavailable => {}
+            | StoreUnavailable
+            | SteeringQueueFull => {}
         }
     }
     all

@@ -1939,12 +1939,16 @@ impl Turn {
     /// Inject queued steering after a tool batch.
     fn apply_steering(&self) {
         let texts: Vec<String> = lock(&self.session.state).steering.drain(..).collect();
-        for text in texts {
-            self.commit_steering(text);
-        }
+        self.commit_steering(texts);
     }
 
-    fn commit_steering(&self, text: String) {
+    /// Everything queued since the last safe point becomes one user message, so a client that
+    /// steers many times adds one message to the next request, not one per steer.
+    fn commit_steering(&self, texts: Vec<String>) {
+        if texts.is_empty() {
+            return;
+        }
+        let text = texts.join("\n\n");
         self.session.commit(Message::user(
             vec![Part::Text { text: text.clone() }],
             Source::Steering,
@@ -1964,9 +1968,7 @@ impl Turn {
             }
             state.steering.drain(..).collect()
         };
-        for text in texts {
-            self.commit_steering(text);
-        }
+        self.commit_steering(texts);
         false
     }
 
@@ -1979,7 +1981,8 @@ impl Turn {
             state.accepting_steering = false;
             state.steering.drain(..).collect()
         };
-        for text in leftover {
+        if !leftover.is_empty() {
+            let text = leftover.join("\n\n");
             self.session.commit(Message::user(
                 vec![Part::Text { text: text.clone() }],
                 Source::Steering,

@@ -88,6 +88,9 @@ pub enum ErrorKind {
     /// The session store could not save this session's last changes; the session answers
     /// this until the store writes again.
     StoreUnavailable,
+    /// `steer` while the turn already holds `max_queued_steering` texts (or
+    /// `max_queued_steering_bytes`) not yet applied.
+    SteeringQueueFull,
 }
 
 impl ErrorKind {

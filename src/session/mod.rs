@@ -296,6 +296,9 @@ pub enum SessionError {
     /// [`SessionShared::ensure_stored`]).
     #[error("the session store cannot write ({0}), so this session takes no new work: nothing more could be saved; free disk space or end the program that holds the database lock, then send the request again")]
     StoreUnavailable(String),
+    /// The running turn already holds as much queued steering as the config allows.
+    #[error("{0}")]
+    SteeringQueueFull(String),
 }
 
 impl SessionError {
@@ -309,6 +312,7 @@ impl SessionError {
             SessionError::Closed => ErrorKind::UnknownSession,
             SessionError::HistoryDamaged(_) => ErrorKind::Internal,
             SessionError::StoreUnavailable(_) => ErrorKind::StoreUnavailable,
+            SessionError::SteeringQueueFull(_) => ErrorKind::SteeringQueueFull,
         }
     }
 }
@@ -1243,6 +1247,31 @@ const PARALLEL_PARSE_MIN: usize = 1_000;
 /// worker: a long session takes tens of milliseconds). A long history is cut in two halves
 /// that parse on two threads. A damaged row is reported with its position in the session,
 /// `first_position` being the position of `rows[0]`.
+/// Whether one more steering text would pass the config's caps on queued steering; the error
+/// says which cap and what to do. The queue is drained at every safe point, so the caps bound
+/// what one client can pile up between two model requests, not a session's total.
+fn steering_queue_full(
+    queued: &VecDeque<String>,
+    text: &str,
+    config: &crate::config::Config,
+) -> Option<SessionError> {
+    if queued.len() >= config.max_queued_steering {
+        return Some(SessionError::SteeringQueueFull(format!(
+            "{} steering messages are already queued for this turn's next safe point (max_queued_steering); wait for steeringApplied, or stop the turn and prompt again",
+            queued.len()
+        )));
+    }
+    let queued_bytes: usize = queued.iter().map(String::len).sum();
+    if queued_bytes + text.len() > config.max_queued_steering_bytes {
+        return Some(SessionError::SteeringQueueFull(format!(
+            "this steering text would bring the queued steering to {} bytes, above max_queued_steering_bytes ({}); send a shorter text, or wait for steeringApplied",
+            queued_bytes + text.len(),
+            config.max_queued_steering_bytes
+        )));
+    }
+    None
+}
+
 fn parse_history(rows: &[String], first_position: usize) -> Result<Vec<Message>, (usize, String)> {
     fn parse(offset: usize, rows: &[String]) -> Result<Vec<Message>, (usize, String)> {
         rows.iter()
@@ -1369,6 +1398,11 @@ async fn actor(
                 if !state.accepting_steering {
                     drop(state);
                     reply(Err(SessionError::NoTurnRunning));
+                } else if let Some(full) =
+                    steering_queue_full(&state.steering, &text, &shared.engine.config)
+                {
+                    drop(state);
+                    reply(Err(full));
                 } else {
                     state.steering.push_back(text);
                     drop(state);
