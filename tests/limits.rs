@@ -329,3 +329,196 @@ async fn queued_steering_is_capped_and_applied_as_one_message() {
         .any(|e| e["type"] == "steeringApplied" && e["text"] == "short"));
     t.shutdown().await;
 }
+
+/// The frame cap every client is told about (protocol.md, Transport).
+const FRAME_CAP: usize = 16 * 1024 * 1024;
+
+fn frame_len(message: &Value) -> usize {
+    serde_json::to_vec(message).unwrap().len()
+}
+
+/// A model window that holds many megabytes, so nothing is compacted away.
+async fn start_with_a_huge_window(mock: &MockLlm) -> Tandem {
+    let config =
+        config_with(mock, "").replacen("context_window = 128000", "context_window = 100000000", 1);
+    Tandem::start_with(TandemOptions::with_mock(mock).config(config)).await
+}
+
+/// Every page of `session/load`, newest first, following `cursor` to the oldest.
+async fn load_all_pages(t: &Tandem, sid: &str) -> Vec<Value> {
+    let mut pages = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut params = json!({"sessionId": sid});
+        if let Some(cursor) = &cursor {
+            params["cursor"] = json!(cursor);
+        }
+        let page = t.request_ok("session/load", params).await;
+        cursor = page["cursor"].as_str().map(str::to_owned);
+        pages.push(page);
+        if cursor.is_none() {
+            return pages;
+        }
+        assert!(pages.len() < 50, "session/load never stops paging");
+    }
+}
+
+#[tokio::test]
+async fn session_load_pages_a_history_larger_than_one_frame_and_cuts_an_entry_too_large_to_show() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    let t = start_with_a_huge_window(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    // 5 MiB (over the per-entry cap, so shown cut) and five of 3 MiB: 20 MiB in all.
+    let mib = 1024 * 1024;
+    let sizes = [5 * mib, 3 * mib, 3 * mib, 3 * mib, 3 * mib, 3 * mib];
+    for (index, size) in sizes.iter().enumerate() {
+        mock.push(Script::text_reply(&format!("answer {index}")));
+        let text =
+            format!("prompt {index} ") + &char::from(b'a' + index as u8).to_string().repeat(*size);
+        let turn = t.prompt(&sid, &text).await;
+        t.wait_turn(&sid, &turn).await;
+    }
+    let check = |pages: &[Value]| {
+        for page in pages {
+            // The reply's frame: the result plus an envelope of a few dozen bytes.
+            assert!(
+                frame_len(page) + 64 <= FRAME_CAP,
+                "a page of {} bytes",
+                frame_len(page)
+            );
+        }
+        assert!(pages.len() >= 2, "20 MiB cannot come in one page");
+        // Oldest page first, each page in order: every message exactly once.
+        let messages: Vec<&Value> = pages
+            .iter()
+            .rev()
+            .flat_map(|p| p["messages"].as_array().unwrap())
+            .collect();
+        let users: Vec<&str> = messages
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["text"].as_str().unwrap())
+            .collect();
+        let assistants: Vec<&str> = messages
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .map(|m| m["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(users.len(), sizes.len());
+        assert_eq!(
+            assistants,
+            (0..sizes.len())
+                .map(|i| format!("answer {i}"))
+                .collect::<Vec<_>>()
+        );
+        for (index, text) in users.iter().enumerate() {
+            assert!(text.starts_with(&format!("prompt {index} ")));
+            if index == 0 {
+                // Over the per-entry cap: cut, and the cut says how much it left out.
+                assert!(text.len() < 5 * mib, "{}", text.len());
+                assert!(
+                    text.contains("bytes not shown"),
+                    "{}",
+                    &text[text.len() - 200..]
+                );
+            } else {
+                assert_eq!(text.len(), format!("prompt {index} ").len() + sizes[index]);
+            }
+        }
+    };
+    // From the live session (the parsed history) ...
+    check(&load_all_pages(&t, &sid).await);
+    // ... and after a restart, from the stored display entries.
+    let t = t.respawn().await;
+    t.initialize().await;
+    check(&load_all_pages(&t, &sid).await);
+    // A cursor that names no position is refused with the way out.
+    let bad = t
+        .request_err("session/load", json!({"sessionId": sid, "cursor": "999"}))
+        .await;
+    assert_eq!(bad.kind, "invalidParams", "{}", bad.message);
+    assert!(bad.message.contains("cursor"), "{}", bad.message);
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_approval_too_large_for_one_frame_is_cut_says_so_and_cannot_be_edited() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    // 7 MiB of new file: its approval would carry it three times (arguments, new text, diff).
+    let content: String = (0..7 * 1024 * 1024 / 64)
+        .map(|i| format!("{i:>63}\n"))
+        .collect();
+    mock.push(
+        Script::new()
+            .role()
+            .tool_call(
+                "w1",
+                "write_file",
+                json!({"path": "big.txt", "content": content}).to_string(),
+            )
+            .finish("tool_calls")
+            .done(),
+    );
+    mock.push(Script::text_reply("Written."));
+    let t = start_with_a_huge_window(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    let turn = t.prompt(&sid, "write the big file").await;
+    let approval = t.wait_approval(&sid).await;
+    assert!(frame_len(&approval) < FRAME_CAP, "{}", frame_len(&approval));
+    let reason = approval["reason"].as_str().unwrap();
+    assert!(reason.contains("too large to show in full"), "{reason}");
+    let diff = &approval["diff"][0];
+    assert_eq!(diff["path"], "big.txt");
+    for key in ["newText", "unified"] {
+        assert!(
+            diff[key].as_str().unwrap().contains("bytes not shown"),
+            "{key}"
+        );
+    }
+    let request_id = approval["requestId"].as_str().unwrap().to_owned();
+    // A reload while it waits shows it the same way, inside the cap.
+    let loaded = t.load_session(&sid).await;
+    assert!(frame_len(&loaded) < FRAME_CAP);
+    assert_eq!(loaded["pending"][0]["requestId"], request_id.as_str());
+    assert!(loaded["pending"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("too large to show in full"));
+    // Editing what the user never saw whole is refused, and the request stays pending.
+    let edit = t
+        .request_err(
+            "approve",
+            json!({"sessionId": sid, "requestId": request_id, "decision": "once", "editedContent": "mine"}),
+        )
+        .await;
+    assert_eq!(edit.kind, "invalidParams", "{}", edit.message);
+    assert!(
+        edit.message.contains("cannot be edited"),
+        "{}",
+        edit.message
+    );
+    t.approve(&sid, &request_id, "once", None, None).await;
+    let events = t.wait_turn(&sid, &turn).await;
+    assert_eq!(
+        events.last().unwrap()["reason"],
+        "completed",
+        "{:?}",
+        events.last()
+    );
+    // What was approved is written whole: only the display was cut.
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("big.txt")).unwrap(),
+        content
+    );
+    // Nothing the server sent, the applied edit's update included, exceeds the cap.
+    for message in t.messages() {
+        assert!(
+            frame_len(&message) <= FRAME_CAP,
+            "{} bytes",
+            frame_len(&message)
+        );
+    }
+    t.shutdown().await;
+}

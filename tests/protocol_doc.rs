@@ -281,7 +281,10 @@ fn check_params(m: &str, params: &Value) -> Result<(), String> {
         method::SESSION_LIST => {
             round_trip::<SessionListParams>(params)?;
         }
-        method::SESSION_LOAD | method::STOP | method::RETRY => {
+        method::SESSION_LOAD => {
+            round_trip::<SessionLoadParams>(params)?;
+        }
+        method::STOP | method::RETRY => {
             round_trip::<SessionIdParams>(params)?;
         }
         method::PROMPT => {
@@ -897,7 +900,17 @@ fn full_params(m: &str) -> Vec<Value> {
         method::SESSION_LIST => vec![v(&SessionListParams {
             cwd: Some("/".into()),
         })],
-        method::SESSION_LOAD | method::STOP | method::RETRY => vec![v(&SessionIdParams {
+        method::SESSION_LOAD => vec![
+            v(&SessionLoadParams {
+                session_id: "s".into(),
+                cursor: None,
+            }),
+            v(&SessionLoadParams {
+                session_id: "s".into(),
+                cursor: Some("12".into()),
+            }),
+        ],
+        method::STOP | method::RETRY => vec![v(&SessionIdParams {
             session_id: "s".into(),
         })],
         method::PROMPT => vec![
@@ -1025,6 +1038,7 @@ fn full_results(m: &str) -> Vec<Value> {
                 output_tokens: 1,
                 cached_tokens: 1,
             }],
+            cursor: Some("12".into()),
         })],
         method::PROMPT => vec![v(&PromptResult {
             turn_id: "t".into(),

@@ -30,11 +30,12 @@ use super::history::{
 use super::outbound::{project, ProjectionContext};
 use crate::config::ModelConfig;
 use crate::permissions::{self, suggested_prefix, Verdict};
+use crate::protocol::fit;
 use crate::protocol::{
     ApprovalOption, Decision, DiffEntry, Event, Mode, ToolStatus, TurnEndReason, TurnError,
 };
 use crate::providers::{Chunk, FinishReason, Provider, ProviderError, ProviderRequest, ToolSpec};
-use crate::session::{lock, PendingKind, PendingRequest, Resolution, SessionShared};
+use crate::session::{lock, PendingKind, PendingRequest, ProposalShown, Resolution, SessionShared};
 use crate::tools::fs::SecretAccess;
 use crate::tools::fs::{apply_edit, plan_edit, plan_write, PlannedEdit, ToolOutcome};
 use crate::tools::sandbox::{self, Confinement, SandboxPolicy};
@@ -1492,11 +1493,24 @@ impl Turn {
                                 approval_options(&call.name, command.as_deref())
                             },
                         };
+                        let estimate = call.arguments.len()
+                            + plan.as_ref().map_or(0, |p| {
+                                p.diff.old_text.as_ref().map_or(0, String::len)
+                                    + p.diff.new_text.len()
+                                    + p.diff.unified.len()
+                            });
+                        let Some((event, shown)) = fit_approval(event, estimate).await else {
+                            return Some(Prepared::Done {
+                                status: ResultStatus::Failed,
+                                text: "tandem could not prepare this change for review, so it was not applied; try a smaller change".to_owned(),
+                            });
+                        };
                         let receiver = self.register_pending(
                             &request_id,
                             PendingKind::Approval,
                             &call.id,
                             &event,
+                            shown,
                         );
                         self.emit(event);
                         let resolution = self.wait_pending(&request_id, receiver).await;
@@ -1602,6 +1616,7 @@ impl Turn {
         kind: PendingKind,
         tool_call_id: &str,
         event: &Event,
+        shown: ProposalShown,
     ) -> oneshot::Receiver<Resolution> {
         let (sender, receiver) = oneshot::channel();
         let payload = serde_json::to_value(event).unwrap_or(Value::Null);
@@ -1615,6 +1630,7 @@ impl Turn {
                 tool_call_id: tool_call_id.to_owned(),
                 turn_id: self.turn_id.clone(),
                 payload,
+                shown,
                 sender,
             },
         );
@@ -1872,8 +1888,13 @@ impl Turn {
                     choices,
                     plan,
                 };
-                let receiver =
-                    self.register_pending(&request_id, PendingKind::Question, &call.id, &event);
+                let receiver = self.register_pending(
+                    &request_id,
+                    PendingKind::Question,
+                    &call.id,
+                    &event,
+                    ProposalShown::Whole,
+                );
                 self.emit(event);
                 let resolution = self.wait_pending(&request_id, receiver).await;
                 if let Some(Resolution::Answer(answer)) = &resolution {
@@ -2098,6 +2119,47 @@ fn arguments_or_empty(arguments: &str) -> &str {
     } else {
         arguments
     }
+}
+
+/// Fit an `approvalRequested` under [`fit::APPROVAL_DISPLAY_BYTES`], so it and the
+/// `session/load` that shows it again stay under the frame cap. A proposal of an 8 MiB file
+/// carries the file twice plus the unified diff; cut, the approval says so in its `reason`, and
+/// the request is marked [`ProposalShown::Cut`] so an `approve` with `editedContent` is refused:
+/// an edit of a text the user never saw whole would write the cut. `estimate` (the raw
+/// arguments and the diff's texts) keeps the common case free of a serialization pass; the
+/// exact check and the cut run off the async workers.
+async fn fit_approval(event: Event, estimate: usize) -> Option<(Event, ProposalShown)> {
+    if estimate < fit::APPROVAL_DISPLAY_BYTES / 8 {
+        return Some((event, ProposalShown::Whole));
+    }
+    let fitted = tokio::task::spawn_blocking(move || {
+        if fit::serialized_len(&event) <= fit::APPROVAL_DISPLAY_BYTES {
+            return (event, ProposalShown::Whole);
+        }
+        let Ok(mut value) = serde_json::to_value(&event) else {
+            return (event, ProposalShown::Cut);
+        };
+        // The reason's sentence is added first, so the cut leaves room for it.
+        if let Some(Value::String(reason)) = value.get_mut("reason") {
+            if !reason.ends_with(['.', '!', '?']) {
+                reason.push('.');
+            }
+            reason.push_str(
+                " The change is too large to show in full: parts of it are cut, each cut says how much it leaves out. Approve or deny it as proposed; it cannot be edited before it is applied.",
+            );
+        }
+        let cut = fit::fit_value(&mut value, fit::APPROVAL_DISPLAY_BYTES);
+        tracing::info!(cut, "an approval's proposal was cut to fit one message");
+        match serde_json::from_value::<Event>(value) {
+            Ok(fitted) => (fitted, ProposalShown::Cut),
+            Err(_) => (event, ProposalShown::Cut),
+        }
+    })
+    .await;
+    // The task cannot panic short of a bug; then the change is not shown and not applied.
+    fitted
+        .map_err(|e| tracing::error!("fitting an approval crashed: {e}"))
+        .ok()
 }
 
 fn diff_entry(diff: &FileDiff) -> DiffEntry {

@@ -10,6 +10,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod fit;
+
 /// The protocol version this server speaks; `initialize` refuses any other.
 pub const PROTOCOL_VERSION: u32 = 1;
 
@@ -325,6 +327,10 @@ pub struct SessionLoadResult {
     /// Token usage per model over the session's life, in the order the models were first used.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub usage: Vec<UsageTotal>,
+    /// Present when older messages were left out to keep the reply under the frame cap:
+    /// `session/load` with this `cursor` returns the page before `messages`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
 }
 
 /// One entry of `session/load`'s `messages`: a history message as a client shows it.
@@ -421,11 +427,20 @@ pub struct DisplayUsage {
     pub output_tokens: u64,
 }
 
-/// Params of the methods that only name a session (`stop`, `retry`, `session/load`).
+/// Params of the methods that only name a session (`stop`, `retry`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionIdParams {
     pub session_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionLoadParams {
+    pub session_id: String,
+    /// A `cursor` from an earlier `session/load` result: return the messages before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::protocol::Framing;
 
-/// The largest frame the server accepts. Prompts with a few images fit; a runaway client doesn't.
-pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+/// The largest frame the server accepts, and the most it sends (see [`crate::protocol::fit`]).
+/// Prompts with a few images fit; a runaway client doesn't.
+pub use crate::protocol::fit::MAX_FRAME_BYTES;
 /// The largest header block of one `Content-Length` frame.
 const MAX_HEADER_BYTES: usize = 8 * 1024;
 const READ_CHUNK: usize = 64 * 1024;

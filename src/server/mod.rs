@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 use crate::config::Config;
 use crate::engine::history::Part;
 use crate::engine::EngineContext;
-use crate::protocol::{self as wire, method, ErrorKind, Event, Framing, RpcErrorObject};
+use crate::protocol::{self as wire, fit, method, ErrorKind, Event, Framing, RpcErrorObject};
 use crate::session::display::display_history;
 use crate::session::{self, EventSink, NewSession, Op, SessionError, SessionHandle};
 use crate::store::Store;
@@ -43,6 +43,11 @@ pub struct Outbound {
 
 impl Outbound {
     fn send(&self, body: Vec<u8>) {
+        // Nothing goes out above the frame cap clients are told about; builders of large
+        // messages fit them first, this catches the rest (see `protocol::fit`).
+        let Some(body) = crate::protocol::fit::fit_message(body) else {
+            return;
+        };
         match &self.stdout {
             Some(stdout) => stdout.send(&self.tx, body),
             // In-process drivers read the channel; the writer is gone only when stdout closed.
@@ -601,7 +606,7 @@ impl Server {
                 Ok(())
             }
             method::SESSION_LOAD => {
-                let p: wire::SessionIdParams = params(method, raw)?;
+                let p: wire::SessionLoadParams = params(method, raw)?;
                 if let Some(entry) = self.sessions.get(&p.session_id) {
                     let pending: Vec<Value> = session::lock(&entry.handle.shared.pending)
                         .values()
@@ -609,7 +614,8 @@ impl Server {
                         .collect();
                     if let Some(id) = id {
                         let shared = entry.handle.shared.clone();
-                        let reply = load_response(shared, id.clone(), entry.cwd.clone(), pending);
+                        let reply =
+                            load_response(shared, id.clone(), entry.cwd.clone(), pending, p.cursor);
                         self.out.send(reply.await);
                     }
                     return Ok(());
@@ -639,7 +645,13 @@ impl Server {
                     .to_string();
                 if let Some(id) = id {
                     let shared = restored.handle.shared.clone();
-                    let reply = load_response(shared, id.clone(), cwd.clone(), restored.pending);
+                    let reply = load_response(
+                        shared,
+                        id.clone(),
+                        cwd.clone(),
+                        restored.pending,
+                        p.cursor.clone(),
+                    );
                     self.out.send(reply.await);
                 }
                 // The crashed turn continues only after the client has the load response.
@@ -936,62 +948,119 @@ pub fn outbound_to_fd(
 /// restored session's turn has not resumed yet, and a live one waits at most that long. The
 /// entries of a restored session's unparsed messages are the stored ones, copied as they are;
 /// the rest are built from the parsed history.
+/// Build the `session/load` reply: the session's head and the newest page of its display
+/// history that fits the frame cap.
+///
+/// Messages are numbered by their position in the display history (stored entries first, then
+/// the ones computed from the parsed history); the history only grows at its end, so a
+/// position names the same message for the session's life. A page runs from the newest
+/// message before `cursor` (all of them without one) back as far as fits
+/// [`framing::MAX_FRAME_BYTES`] beside the head; when older messages remain, the reply's
+/// `cursor` is the position of its first message. One entry larger than
+/// [`fit::LOAD_ENTRY_BYTES`] (a 15 MB `editedContent`) has its long strings cut with a note;
+/// the history itself keeps every byte.
 async fn load_response(
     shared: Arc<session::SessionShared>,
     id: Value,
     cwd: String,
     pending: Vec<Value>,
+    cursor: Option<String>,
 ) -> Vec<u8> {
     let id_for_error = id.clone();
     tokio::task::spawn_blocking(move || {
         let state = session::lock(&shared.state);
-        let stored = state
+        let stored: Vec<&str> = state
             .unparsed
             .as_ref()
-            .map_or(&[][..], session::UnparsedHistory::displays);
+            .map_or(&[][..], session::UnparsedHistory::displays)
+            .iter()
+            .map(String::as_str)
+            .filter(|d| !d.is_empty())
+            .collect();
         let computed = display_history(&state.history);
-        // Stored entries are exact; a computed one is a few hundred bytes on average.
-        let capacity =
-            4096 + stored.iter().map(|d| d.len() + 1).sum::<usize>() + computed.len() * 512;
-        rpc::result_message_with_array(
-            &id,
-            LoadResultHead {
-                session_id: &shared.id,
-                cwd: &cwd,
-                model: &state.model,
-                mode: state.mode,
-                state: if state.active_turn.is_some() {
-                    wire::SessionState::Running
-                } else {
-                    wire::SessionState::Idle
-                },
-                network_access: state.allow_network,
-                pending: &pending,
-                usage: state
-                    .usage
-                    .iter()
-                    .map(|u| wire::UsageTotal {
-                        model: u.model.clone(),
-                        input_tokens: u.input_tokens,
-                        output_tokens: u.output_tokens,
-                        cached_tokens: u.cached_tokens,
-                    })
-                    .collect(),
+        let total = stored.len() + computed.len();
+        let end = match cursor.as_deref().map(str::parse::<usize>) {
+            None => total,
+            Some(Ok(position)) if position <= total => position,
+            Some(_) => {
+                return rpc::error_message(
+                    &id,
+                    &RpcErrorObject::new(
+                        ErrorKind::InvalidParams,
+                        format!(
+                            "cursor {:?} is not a position in this session's {total} messages; send the `cursor` of an earlier session/load result, or none for the newest page",
+                            cursor.unwrap_or_default()
+                        ),
+                    ),
+                )
+            }
+        };
+        let mut head = LoadResultHead {
+            session_id: &shared.id,
+            cwd: &cwd,
+            model: &state.model,
+            mode: state.mode,
+            state: if state.active_turn.is_some() {
+                wire::SessionState::Running
+            } else {
+                wire::SessionState::Idle
             },
-            "messages",
-            capacity,
-            |out| {
-                let mut first = true;
-                for entry in stored.iter().filter(|d| !d.is_empty()) {
-                    if !first {
-                        out.push(b',');
+            network_access: state.allow_network,
+            pending: &pending,
+            usage: state
+                .usage
+                .iter()
+                .map(|u| wire::UsageTotal {
+                    model: u.model.clone(),
+                    input_tokens: u.input_tokens,
+                    output_tokens: u.output_tokens,
+                    cached_tokens: u.cached_tokens,
+                })
+                .collect(),
+            cursor: None,
+        };
+        // Room for the envelope, the id, the cursor and the array's brackets.
+        let budget = framing::MAX_FRAME_BYTES
+            .saturating_sub(fit::serialized_len(&head) + fit::serialized_len(&id) + 1024);
+        let mut page: Vec<std::borrow::Cow<'_, [u8]>> = Vec::new();
+        let mut used = 0;
+        let mut start = end;
+        while start > 0 {
+            let position = start - 1;
+            let entry: std::borrow::Cow<'_, [u8]> = match stored.get(position) {
+                Some(text) => std::borrow::Cow::Borrowed(text.as_bytes()),
+                None => match serde_json::to_vec(&computed[position - stored.len()]) {
+                    Ok(bytes) => std::borrow::Cow::Owned(bytes),
+                    Err(e) => {
+                        return rpc::error_message(
+                            &id,
+                            &RpcErrorObject::new(
+                                ErrorKind::Internal,
+                                format!("message {position} could not be shown: {e}"),
+                            ),
+                        )
                     }
-                    first = false;
-                    out.extend_from_slice(entry.as_bytes());
+                },
+            };
+            let entry = fit_entry(entry);
+            if used + entry.len() + 1 > budget && !page.is_empty() {
+                break;
+            }
+            used += entry.len() + 1;
+            page.push(entry);
+            start = position;
+        }
+        page.reverse();
+        head.cursor = (start > 0).then(|| start.to_string());
+        rpc::result_message_with_array(&id, head, "messages", used + 4096, |out| {
+            for (index, entry) in page.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
                 }
-                session::display::write_entries(out, &computed, first)
-            },
-        )
+                out.extend_from_slice(entry);
+            }
+            Ok(())
+        })
     })
     .await
     .unwrap_or_else(|e| {
@@ -1003,6 +1072,21 @@ async fn load_response(
             ),
         )
     })
+}
+
+/// One display entry under [`fit::LOAD_ENTRY_BYTES`]: its long strings cut with a note.
+fn fit_entry(entry: std::borrow::Cow<'_, [u8]>) -> std::borrow::Cow<'_, [u8]> {
+    if entry.len() <= fit::LOAD_ENTRY_BYTES {
+        return entry;
+    }
+    let Ok(mut value) = serde_json::from_slice::<Value>(&entry) else {
+        return entry;
+    };
+    fit::fit_value(&mut value, fit::LOAD_ENTRY_BYTES);
+    match serde_json::to_vec(&value) {
+        Ok(bytes) => std::borrow::Cow::Owned(bytes),
+        Err(_) => entry,
+    }
 }
 
 /// [`wire::SessionLoadResult`] without its `messages`, borrowing from the session; the reply
@@ -1020,4 +1104,6 @@ struct LoadResultHead<'a> {
     network_access: bool,
     pending: &'a [Value],
     usage: Vec<wire::UsageTotal>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cursor: Option<String>,
 }

@@ -288,23 +288,6 @@ pub fn usable_entry(display: &str) -> bool {
     display.is_empty() || (display.starts_with('{') && display.ends_with('}'))
 }
 
-/// Append `entries` to `out` as the members of a JSON array (without the brackets), after
-/// `first` members already there.
-pub fn write_entries(
-    out: &mut Vec<u8>,
-    entries: &[DisplayMessageRef<'_>],
-    mut first: bool,
-) -> serde_json::Result<()> {
-    for entry in entries {
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        serde_json::to_writer(&mut *out, entry)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -385,11 +368,6 @@ mod tests {
         let assistant: Value = serde_json::from_str(shown[1]).unwrap();
         assert_eq!(assistant["toolCalls"][0]["result"], "alpha");
         assert_eq!(assistant["toolCalls"][1]["status"], "failed");
-        // And `write_entries` writes the same members.
-        let mut out = b"[".to_vec();
-        write_entries(&mut out, &display_history(&messages), true).unwrap();
-        out.push(b']');
-        assert_eq!(String::from_utf8(out).unwrap(), computed);
     }
 
     #[test]

@@ -299,6 +299,9 @@ pub enum SessionError {
     /// The running turn already holds as much queued steering as the config allows.
     #[error("{0}")]
     SteeringQueueFull(String),
+    /// `editedContent` for a proposal that was shown cut.
+    #[error("{0}")]
+    EditUnavailable(String),
 }
 
 impl SessionError {
@@ -313,6 +316,7 @@ impl SessionError {
             SessionError::HistoryDamaged(_) => ErrorKind::Internal,
             SessionError::StoreUnavailable(_) => ErrorKind::StoreUnavailable,
             SessionError::SteeringQueueFull(_) => ErrorKind::SteeringQueueFull,
+            SessionError::EditUnavailable(_) => ErrorKind::InvalidParams,
         }
     }
 }
@@ -477,7 +481,18 @@ pub struct PendingRequest {
     pub turn_id: String,
     /// The event that asked, shown again by `session/load`.
     pub payload: serde_json::Value,
+    /// Whether the client was shown the whole proposal; an edit of a cut one is refused.
+    pub shown: ProposalShown,
     pub sender: oneshot::Sender<Resolution>,
+}
+
+/// How much of a proposed change its approval shows (see `engine::turn::fit_approval`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProposalShown {
+    /// Every byte of the arguments and the diff.
+    Whole,
+    /// Too large for one message: long parts are cut, each with a note.
+    Cut,
 }
 
 /// State shared by the actor and the running turn.
@@ -1416,17 +1431,27 @@ async fn actor(
                 edited_content,
                 reply,
             } => {
-                resolve_pending(
-                    &shared,
-                    &request_id,
-                    PendingKind::Approval,
-                    Resolution::Approval {
-                        decision,
-                        message,
-                        edited_content,
-                    },
-                    reply,
-                );
+                let cut = edited_content.is_some()
+                    && lock(&shared.pending)
+                        .get(&request_id)
+                        .is_some_and(|p| p.shown == ProposalShown::Cut);
+                if cut {
+                    reply(Err(SessionError::EditUnavailable(format!(
+                        "request {request_id} proposes a change too large to show in full, so it cannot be edited before it is applied; approve or deny it without editedContent (after approving, edit the file itself)"
+                    ))));
+                } else {
+                    resolve_pending(
+                        &shared,
+                        &request_id,
+                        PendingKind::Approval,
+                        Resolution::Approval {
+                            decision,
+                            message,
+                            edited_content,
+                        },
+                        reply,
+                    );
+                }
             }
             Op::Answer {
                 request_id,
