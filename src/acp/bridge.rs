@@ -72,7 +72,36 @@ pub struct Bridge {
     asks: Mutex<HashMap<String, RequestCancellationHandle>>,
     denials: Mutex<Denials>,
     /// Streamed shell output per tool call, re-sent whole (ACP replaces a card's content).
-    output: Mutex<HashMap<String, String>>,
+    output: Mutex<HashMap<String, ShownOutput>>,
+    /// `fs/*` requests to the editor still open; a cancel withdraws them.
+    fs_requests: Arc<Mutex<OpenFsRequests>>,
+}
+
+/// The part of a running command's output shown on its card, and how much came in all.
+#[derive(Default)]
+struct ShownOutput {
+    head: String,
+    total: usize,
+}
+
+/// The editor's `fs/read_text_file` and `fs/write_text_file` requests still waiting for an
+/// answer. A turn that waits on one cannot stop until it resolves, and an editor may never
+/// answer; so `session/cancel`, `session/close` and the end of the connection withdraw them
+/// (`$/cancel_request` to the client), the waiting call fails at once with a reason, and a
+/// late answer finds nobody waiting and is dropped.
+#[derive(Default)]
+struct OpenFsRequests {
+    next_key: u64,
+    open: HashMap<u64, (RequestCancellationHandle, tokio::sync::oneshot::Sender<()>)>,
+}
+
+impl OpenFsRequests {
+    fn withdraw_all(&mut self) {
+        for (_, (request, waiter)) in self.open.drain() {
+            let _ = request.cancel();
+            let _ = waiter.send(());
+        }
+    }
 }
 
 /// The sink handed to the session actor; the bridge is shared with the face.
@@ -104,6 +133,7 @@ impl Bridge {
             asks: Mutex::new(HashMap::new()),
             denials: Mutex::new(Denials::default()),
             output: Mutex::new(HashMap::new()),
+            fs_requests: Arc::new(Mutex::new(OpenFsRequests::default())),
         })
     }
 
@@ -131,6 +161,8 @@ impl Bridge {
             Arc::new(EditorFs {
                 cx: self.cx.clone(),
                 session_id: self.session_id.clone(),
+                open: self.fs_requests.clone(),
+                bridge: Arc::downgrade(self),
             }) as Arc<dyn ClientFs>
         })
     }
@@ -199,6 +231,7 @@ impl Bridge {
         for (_, ask) in lock(&self.asks).drain() {
             let _ = ask.cancel();
         }
+        lock(&self.fs_requests).withdraw_all();
         if let Some(handle) = self.handle() {
             handle.send(Op::Stop {
                 reply: Box::new(|_| {}),
@@ -307,9 +340,33 @@ impl Bridge {
                 let mut fields = acp::ToolCallUpdateFields::new();
                 if let Some(chunk) = output {
                     let mut outputs = lock(&self.output);
-                    let all = outputs.entry(tool_call_id.clone()).or_default();
-                    all.push_str(chunk);
-                    fields = fields.content(vec![convert::text_content(convert::fenced(all))]);
+                    let shown = outputs.entry(tool_call_id.clone()).or_default();
+                    // ACP replaces a card's content, so each update carries what is shown so far.
+                    // Only the first `SHOWN_OUTPUT_BYTES` are kept and shown; past them the card
+                    // only counts, and is updated once per 64 KiB, not per chunk (a 2 GB flood
+                    // would otherwise be held whole and re-sent with every chunk).
+                    let was_full = shown.head.len() >= convert::SHOWN_OUTPUT_BYTES;
+                    let before = shown.total;
+                    shown.total += chunk.len();
+                    if !was_full {
+                        let room = convert::SHOWN_OUTPUT_BYTES - shown.head.len();
+                        let mut end = chunk.len().min(room);
+                        while !chunk.is_char_boundary(end) {
+                            end -= 1;
+                        }
+                        shown.head.push_str(&chunk[..end]);
+                    } else if before / (64 * 1024) == shown.total / (64 * 1024) && result.is_none()
+                    {
+                        return;
+                    }
+                    let mut text = shown.head.clone();
+                    if shown.total > shown.head.len() {
+                        text.push_str(&format!(
+                            "\n… ({} more bytes so far)",
+                            shown.total - shown.head.len()
+                        ));
+                    }
+                    fields = fields.content(vec![convert::text_content(convert::fenced(&text))]);
                 }
                 fields = fields.status(match status {
                     ToolStatus::Running => acp::ToolCallStatus::InProgress,
@@ -752,38 +809,93 @@ impl Bridge {
 struct EditorFs {
     cx: ConnectionTo<Client>,
     session_id: Arc<OnceLock<String>>,
+    open: Arc<Mutex<OpenFsRequests>>,
+    /// To wait for the session's events to reach the client first (weak: the bridge owns
+    /// the session, which owns this).
+    bridge: std::sync::Weak<Bridge>,
 }
 
 impl EditorFs {
+    /// Resolves once the events emitted so far (the call's `tool_call` among them) have been
+    /// sent, so no `fs/*` request reaches the client before the call it serves.
+    fn events_sent(&self) -> BoxFuture<'static, ()> {
+        match self.bridge.upgrade().and_then(|b| b.handle()) {
+            Some(handle) => Box::pin(handle.shared.emitter.delivered()),
+            None => Box::pin(async {}),
+        }
+    }
+
     fn session_id(&self) -> String {
         self.session_id.get().cloned().unwrap_or_default()
+    }
+
+    fn clone_parts(&self) -> EditorFs {
+        EditorFs {
+            cx: self.cx.clone(),
+            session_id: self.session_id.clone(),
+            open: self.open.clone(),
+            bridge: self.bridge.clone(),
+        }
+    }
+
+    /// Wait for the editor's answer to `sent`, or for the request to be withdrawn.
+    fn answer<T: Send + 'static>(
+        &self,
+        sent: agent_client_protocol::SentRequest<T, agent_client_protocol::V1>,
+        what: &'static str,
+    ) -> BoxFuture<'static, Result<T, String>>
+    where
+        agent_client_protocol::SentRequest<T, agent_client_protocol::V1>: Send,
+    {
+        let (waiter, withdrawn) = tokio::sync::oneshot::channel();
+        let key = {
+            let mut open = lock(&self.open);
+            open.next_key += 1;
+            let key = open.next_key;
+            open.open.insert(key, (sent.cancellation_handle(), waiter));
+            key
+        };
+        let open = self.open.clone();
+        Box::pin(async move {
+            let answer = tokio::select! {
+                answer = sent.block_task() => Some(answer),
+                _ = withdrawn => None,
+            };
+            lock(&open).open.remove(&key);
+            match answer {
+                Some(answer) => answer.map_err(|e| format!("the editor refused to {what}: {e}")),
+                None => Err(format!(
+                    "the turn was stopped while the editor had not answered the request to {what}, so it was withdrawn; whether the editor acted on it is unknown"
+                )),
+            }
+        })
     }
 }
 
 impl ClientFs for EditorFs {
     fn read_text(&self, path: PathBuf) -> BoxFuture<'static, Result<String, String>> {
-        let sent = self
-            .cx
-            .send_request(acp::ReadTextFileRequest::new(self.session_id(), path));
+        let events_sent = self.events_sent();
+        let fs = self.clone_parts();
         Box::pin(async move {
-            sent.block_task()
-                .await
-                .map(|r| r.content)
-                .map_err(|e| e.to_string())
+            events_sent.await;
+            let sent = fs
+                .cx
+                .send_request(acp::ReadTextFileRequest::new(fs.session_id(), path));
+            fs.answer(sent, "read the file").await.map(|r| r.content)
         })
     }
 
     fn write_text(&self, path: PathBuf, content: String) -> BoxFuture<'static, Result<(), String>> {
-        let sent = self.cx.send_request(acp::WriteTextFileRequest::new(
-            self.session_id(),
-            path,
-            content,
-        ));
+        let events_sent = self.events_sent();
+        let fs = self.clone_parts();
         Box::pin(async move {
-            sent.block_task()
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+            events_sent.await;
+            let sent = fs.cx.send_request(acp::WriteTextFileRequest::new(
+                fs.session_id(),
+                path,
+                content,
+            ));
+            fs.answer(sent, "write the file").await.map(|_| ())
         })
     }
 }

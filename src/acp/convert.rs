@@ -188,8 +188,12 @@ pub fn text_block(text: impl Into<String>) -> acp::ContentBlock {
 
 /// Text shown inside a tool card: fenced so that editors render it as output, cut to a size an
 /// editor pane can hold (the model got the whole result).
+/// The most bytes of a command's output or a result shown on an ACP tool card.
+pub const SHOWN_OUTPUT_BYTES: usize = 16 * 1024;
+
 pub fn fenced(text: &str) -> String {
-    const MAX: usize = 16 * 1024;
+    // Room for the bridge's "more bytes so far" note after a full head.
+    const MAX: usize = SHOWN_OUTPUT_BYTES + 128;
     let cut = if text.len() > MAX {
         let mut end = MAX;
         while !text.is_char_boundary(end) {
@@ -257,6 +261,20 @@ pub fn prompt_parts(blocks: Vec<acp::ContentBlock>) -> Vec<Part> {
         .collect()
 }
 
+/// The `(uri, text)` of a text part that [`prompt_parts`] made from an embedded text
+/// resource, so a replay shows the client the resource it attached rather than the wrapper
+/// the model reads. The history keeps the part as the model saw it (one text), which is why
+/// the shape is recognized here: it is the exact shape written above, opening and closing.
+fn embedded_resource(text: &str) -> Option<(String, String)> {
+    let rest = text.strip_prefix(CONTEXT_OPEN)?;
+    let (uri, body) = rest.split_once("\">\n")?;
+    let body = body.strip_suffix(CONTEXT_CLOSE)?;
+    (!uri.contains('"')).then(|| (uri.to_owned(), format!("{body}\n")))
+}
+
+const CONTEXT_OPEN: &str = "<context uri=\"";
+const CONTEXT_CLOSE: &str = "\n</context>";
+
 /// Milliseconds since the epoch as an RFC 3339 UTC timestamp (ACP's `updatedAt`).
 pub fn rfc3339(ms: u64) -> String {
     let secs = ms / 1000;
@@ -317,7 +335,16 @@ pub fn replay(
             Role::User => {
                 for part in &message.parts {
                     let block = match part {
-                        Part::Text { text } => text_block(text.clone()),
+                        Part::Text { text } => match embedded_resource(text) {
+                            Some((uri, body)) => {
+                                acp::ContentBlock::Resource(acp::EmbeddedResource::new(
+                                    acp::EmbeddedResourceResource::TextResourceContents(
+                                        acp::TextResourceContents::new(body, uri),
+                                    ),
+                                ))
+                            }
+                            None => text_block(text.clone()),
+                        },
                         Part::Image { mime_type, data } => acp::ContentBlock::Image(
                             acp::ImageContent::new(data.clone(), mime_type.clone()),
                         ),

@@ -11,6 +11,7 @@
 
 mod bridge;
 pub mod convert;
+mod transport;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, Client, ErrorCode, Stdio};
+use agent_client_protocol::{Agent, Client, ErrorCode};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -37,18 +38,50 @@ pub const STEERING_METHOD: &str = "_session/steering";
 
 type AcpError = agent_client_protocol::Error;
 
+/// How long `tandem acp` may take to exit once stdin has ended, in every state.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(800);
+
 /// A JSON-RPC error with tandem's `data.kind`, like the native face's errors.
 fn error(kind: ErrorKind, message: impl Into<String>, extra: Value) -> AcpError {
     let mut data = json!({"kind": kind});
     if let (Value::Object(data), Value::Object(extra)) = (&mut data, extra) {
         data.extend(extra);
     }
-    let code = match kind {
-        ErrorKind::UnknownSession => -32002,
-        other => other.code() as i32,
-    };
-    AcpError::new(ErrorCode::from(code), message).data(data)
+    AcpError::new(ErrorCode::from(acp_code(kind)), message).data(data)
 }
+
+/// The JSON-RPC code of an error on the ACP face. ACP gives `-32000` a meaning of its own
+/// ("authentication required") and `-32002` ("resource not found"), so the native face's
+/// `-32000` for every application error would tell an ACP client to log in. Bad params of
+/// any kind are `-32602`; an unknown session is `-32002`; the rest of tandem's application
+/// errors take one code each in `-32050..=-32059` (README, "Use it from Zed"), with `data.kind`
+/// naming it as on the native face.
+fn acp_code(kind: ErrorKind) -> i32 {
+    match kind {
+        ErrorKind::InvalidParams
+        | ErrorKind::InvalidMode
+        | ErrorKind::UnknownModel
+        | ErrorKind::InvalidCwd => -32602,
+        ErrorKind::UnknownSession => -32002,
+        ErrorKind::ParseError
+        | ErrorKind::InvalidRequest
+        | ErrorKind::FrameTooLarge
+        | ErrorKind::MethodNotFound
+        | ErrorKind::Internal => kind.code() as i32,
+        ErrorKind::TurnInProgress => -32050,
+        ErrorKind::NoTurnRunning => -32051,
+        ErrorKind::StaleApproval => -32052,
+        ErrorKind::RetryUnavailable => -32053,
+        ErrorKind::Unsupported => -32054,
+        ErrorKind::StoreUnavailable => -32055,
+        ErrorKind::SteeringQueueFull => -32056,
+        ErrorKind::NotInitialized => -32057,
+        ErrorKind::UnsupportedProtocolVersion => -32058,
+    }
+}
+
+/// Sessions per `session/list` page.
+const LIST_PAGE: usize = 100;
 
 fn session_error(e: SessionError) -> AcpError {
     error(e.kind(), e.to_string(), Value::Null)
@@ -95,7 +128,9 @@ pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<
     });
     let for_requests = acp.clone();
     let for_notifications = acp.clone();
-    let result = Agent
+    let transport = transport::stdio_transport(tokio::io::stdin(), tokio::io::stdout());
+    let mut input_closed = transport.input_closed;
+    let connection = Agent
         .v1()
         .name("tandem")
         .on_receive_request(
@@ -114,15 +149,36 @@ pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<
             },
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_to(Stdio::new())
-        .await;
+        .connect_to(transport.lines);
+    // The connection ends when the client closes stdin; whatever the crate still waits for
+    // (a reply to a request the client will never answer), tandem exits within a second of
+    // that, as a child of an editor that quit must.
+    let result = tokio::select! {
+        result = connection => result,
+        _ = async {
+            let _ = (&mut input_closed).await;
+            tokio::time::sleep(EXIT_GRACE / 2).await;
+        } => Ok(()),
+    };
     // The client is gone: nobody can answer approvals, so stop every turn and shut down.
     acp.engine.set_client_can_answer(false);
     let live: Vec<Live> = lock(&acp.sessions).drain().map(|(_, l)| l).collect();
-    for l in live {
-        shutdown(&l.handle).await;
-        l.bridge.detach();
+    for l in &live {
+        l.bridge.cancel();
     }
+    let stopping = async {
+        for l in live {
+            shutdown(&l.handle).await;
+            l.bridge.detach();
+        }
+    };
+    if tokio::time::timeout(EXIT_GRACE / 2, stopping)
+        .await
+        .is_err()
+    {
+        tracing::warn!("sessions did not stop in time after the client left; exiting anyway");
+    }
+    let _ = tokio::time::timeout(EXIT_GRACE / 4, transport.writer).await;
     let slot = std::mem::replace(
         &mut *acp.store.lock().await,
         StoreSlot::Failed("closed".into()),
@@ -173,6 +229,48 @@ impl Acp {
     }
 
     async fn request(
+        self: &Arc<Self>,
+        request: acp::ClientRequest,
+        responder: Responder<Value>,
+        cx: ConnectionTo<Client>,
+    ) {
+        // Handlers that wait (for a session to stop, for the store, for a long history to be
+        // replayed) run beside the dispatch loop: while one waits the loop must go on reading,
+        // or the client's answer to an open `fs/*` request (which that wait may depend on) and
+        // its `session/cancel` would never be seen.
+        let me = self.clone();
+        fn answer_later(
+            responder: Responder<Value>,
+            work: futures_util::future::BoxFuture<'static, Result<Value, AcpError>>,
+        ) {
+            tokio::spawn(async move {
+                let _ = responder.respond_with_result(work.await);
+            });
+        }
+        match request {
+            acp::ClientRequest::LoadSessionRequest(r) => answer_later(
+                responder,
+                Box::pin(async move {
+                    me.open_session(r.session_id.0.to_string(), r.cwd, true, cx)
+                        .await
+                }),
+            ),
+            acp::ClientRequest::ResumeSessionRequest(r) => answer_later(
+                responder,
+                Box::pin(async move {
+                    me.open_session(r.session_id.0.to_string(), r.cwd, false, cx)
+                        .await
+                }),
+            ),
+            acp::ClientRequest::CloseSessionRequest(r) => answer_later(
+                responder,
+                Box::pin(async move { me.close(&r.session_id.0).await }),
+            ),
+            request => self.answer_now(request, responder, cx).await,
+        }
+    }
+
+    async fn answer_now(
         &self,
         request: acp::ClientRequest,
         responder: Responder<Value>,
@@ -180,21 +278,15 @@ impl Acp {
     ) {
         let answer = match request {
             acp::ClientRequest::InitializeRequest(r) => self.initialize(r),
-            acp::ClientRequest::AuthenticateRequest(_) => {
-                to_value(acp::AuthenticateResponse::new())
-            }
+            // tandem advertises no authentication method (provider keys live in its config),
+            // so no method id can be right.
+            acp::ClientRequest::AuthenticateRequest(r) => Err(invalid(format!(
+                "authentication method `{}` is not offered: tandem needs no authentication (provider keys are read from its config file or the environment)",
+                r.method_id.0
+            ))),
             acp::ClientRequest::LogoutRequest(_) => to_value(acp::LogoutResponse::new()),
             acp::ClientRequest::NewSessionRequest(r) => self.new_session(r, cx).await,
-            acp::ClientRequest::LoadSessionRequest(r) => {
-                self.open_session(r.session_id.0.to_string(), r.cwd, true, cx)
-                    .await
-            }
-            acp::ClientRequest::ResumeSessionRequest(r) => {
-                self.open_session(r.session_id.0.to_string(), r.cwd, false, cx)
-                    .await
-            }
             acp::ClientRequest::ListSessionsRequest(r) => self.list(r).await,
-            acp::ClientRequest::CloseSessionRequest(r) => self.close(&r.session_id.0).await,
             acp::ClientRequest::SetSessionConfigOptionRequest(r) => {
                 return self.set_config_option(r, responder);
             }
@@ -351,6 +443,17 @@ impl Acp {
         cx: ConnectionTo<Client>,
     ) -> Result<Value, AcpError> {
         if let Ok((bridge, handle)) = self.live(&session_id) {
+            if !same_dir(&bridge.root, &cwd) {
+                return Err(error(
+                    ErrorKind::InvalidCwd,
+                    format!(
+                        "session {session_id} belongs to `{}`, not `{}`; open it with that cwd, or start a new session in this folder",
+                        bridge.root.display(),
+                        cwd.display()
+                    ),
+                    json!({"sessionId": session_id}),
+                ));
+            }
             if replay {
                 handle
                     .shared
@@ -380,12 +483,18 @@ impl Acp {
                     json!({"sessionId": session_id}),
                 )
             })?;
-        if Path::new(&loaded.record.cwd) != cwd {
-            tracing::info!(
-                "session {session_id} belongs to {}; the client asked for {}",
-                loaded.record.cwd,
-                cwd.display()
-            );
+        // A session works in the folder it was created for; opening it for another one would
+        // let the model read and write a tree the user did not pick for this session.
+        if !same_dir(Path::new(&loaded.record.cwd), &cwd) {
+            return Err(error(
+                ErrorKind::InvalidCwd,
+                format!(
+                    "session {session_id} belongs to `{}`, not `{}`; open it with that cwd, or start a new session in this folder",
+                    loaded.record.cwd,
+                    cwd.display()
+                ),
+                json!({"sessionId": session_id, "sessionCwd": loaded.record.cwd}),
+            ));
         }
         let bridge = self.new_bridge(PathBuf::from(&loaded.record.cwd), cx);
         bridge.load_denials(&loaded.rules);
@@ -460,21 +569,44 @@ impl Acp {
         }
     }
 
+    /// `session/list`, [`LIST_PAGE`] sessions a page, newest first; the cursor is the
+    /// position of the next page's first session.
     async fn list(&self, request: acp::ListSessionsRequest) -> Result<Value, AcpError> {
+        let start = match request.cursor.as_deref().map(str::parse::<usize>) {
+            None => 0,
+            Some(Ok(start)) => start,
+            Some(Err(_)) => {
+                return Err(invalid(format!(
+                    "cursor {:?} was not returned by session/list; send a `nextCursor` from an earlier page, or none for the first",
+                    request.cursor.unwrap_or_default()
+                )))
+            }
+        };
         let store = self.store().await?;
         let cwd = request.cwd.map(|c| c.display().to_string());
-        let sessions = store
+        let all = store
             .list_sessions(cwd)
             .await
-            .map_err(|e| error(ErrorKind::Internal, e.to_string(), Value::Null))?
+            .map_err(|e| error(ErrorKind::Internal, e.to_string(), Value::Null))?;
+        if start > all.len() {
+            return Err(invalid(format!(
+                "cursor {start} is past the {} sessions there are; start again without a cursor",
+                all.len()
+            )));
+        }
+        let end = (start + LIST_PAGE).min(all.len());
+        let next = (end < all.len()).then(|| end.to_string());
+        let sessions = all
             .into_iter()
+            .skip(start)
+            .take(LIST_PAGE)
             .map(|r| {
                 acp::SessionInfo::new(r.id, PathBuf::from(r.cwd))
                     .title(r.title)
                     .updated_at(convert::rfc3339(r.updated_at))
             })
             .collect();
-        to_value(acp::ListSessionsResponse::new(sessions))
+        to_value(acp::ListSessionsResponse::new(sessions).next_cursor(next))
     }
 
     async fn close(&self, session_id: &str) -> Result<Value, AcpError> {
@@ -616,7 +748,7 @@ impl Acp {
     }
 
     fn set_mode_legacy(&self, request: acp::SetSessionModeRequest, responder: Responder<Value>) {
-        let (_, handle) = match self.live(&request.session_id.0) {
+        let (bridge, handle) = match self.live(&request.session_id.0) {
             Ok(live) => live,
             Err(e) => {
                 let _ = responder.respond_with_error(e);
@@ -634,13 +766,35 @@ impl Acp {
             ));
             return;
         };
+        let config = self.engine.config.clone();
+        let h = handle.clone();
         handle.send(Op::SetMode {
             mode,
             reply: Box::new(move |result| {
+                let ok = result.is_ok();
                 let answer = result
                     .map_err(session_error)
                     .and_then(|_| to_value(acp::SetSessionModeResponse::new()));
                 let _ = responder.respond_with_result(answer);
+                if ok {
+                    // A client that shows the config options (the mode among them) learns of
+                    // the change as it would have from `session/set_config_option`.
+                    let options = {
+                        let state = lock(&h.shared.state);
+                        convert::config_options(
+                            &config,
+                            &state.model,
+                            state.mode,
+                            state.allow_network,
+                        )
+                    };
+                    bridge.send_update(acp::SessionUpdate::CurrentModeUpdate(
+                        acp::CurrentModeUpdate::new(convert::mode_id(mode)),
+                    ));
+                    bridge.send_update(acp::SessionUpdate::ConfigOptionUpdate(
+                        acp::ConfigOptionUpdate::new(options),
+                    ));
+                }
             }),
         });
     }
@@ -715,6 +869,16 @@ fn check_dir(path: &Path) -> Result<(), AcpError> {
         return Err(bad("is not an existing directory"));
     }
     Ok(())
+}
+
+/// Whether two folder paths name the same directory (the stored cwd is canonical; the
+/// client's may be spelled through a link).
+fn same_dir(stored: &Path, asked: &Path) -> bool {
+    stored == asked
+        || match (std::fs::canonicalize(stored), std::fs::canonicalize(asked)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        }
 }
 
 fn mcp_name(server: &acp::McpServer) -> String {

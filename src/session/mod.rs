@@ -224,6 +224,19 @@ impl Emitter {
         counters.durable.max(counters.seq)
     }
 
+    /// Resolves once every event emitted before the call has reached the sink. A face that
+    /// sends its client something outside the event stream (ACP's `fs/*` requests) waits for
+    /// it, so the client has seen the call's `tool_call` before the call reads a file.
+    pub fn delivered(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let (tx, rx) = oneshot::channel();
+        self.after_queued(Box::new(move || {
+            let _ = tx.send(());
+        }));
+        async move {
+            let _ = rx.await;
+        }
+    }
+
     /// Run `f` after every event emitted before it has reached the sink, and before any event
     /// emitted after it: how replies to ops are ordered with the session's events.
     fn after_queued(&self, f: Box<dyn FnOnce() + Send>) {

@@ -37,7 +37,7 @@ fn current_text(
     ws: Workspace,
     client: Arc<dyn ClientFs>,
     p: WorkspacePath,
-) -> BoxFuture<'static, Result<Option<String>, WorkspaceError>> {
+) -> BoxFuture<'static, Result<Option<String>, TextError>> {
     Box::pin(async move {
         let probe_ws = ws.clone();
         let probe = p.clone();
@@ -47,11 +47,14 @@ fn current_text(
             Ok::<_, WorkspaceError>((exists, path))
         })
         .await
-        .map_err(|e| WorkspaceError::Io {
-            path: p.display.clone(),
-            op: "read",
-            source: std::io::Error::other(e.to_string()),
-        })??;
+        .map_err(|e| {
+            TextError::Disk(WorkspaceError::Io {
+                path: p.display.clone(),
+                op: "read",
+                source: std::io::Error::other(e.to_string()),
+            })
+        })?
+        .map_err(TextError::Disk)?;
         let (exists, path) = on_disk;
         if !exists {
             return Ok(None);
@@ -60,12 +63,27 @@ fn current_text(
             .read_text(path)
             .await
             .map(Some)
-            .map_err(|why| WorkspaceError::Io {
-                path: p.display.clone(),
-                op: "read (through the editor)",
-                source: std::io::Error::other(why),
-            })
+            .map_err(|why| TextError::Editor(format!("`{}`: {why}", p.display)))
     })
+}
+
+/// Why the current text could not be had.
+enum TextError {
+    /// On disk: missing root, not UTF-8, a directory, … (the disk tools say it best).
+    Disk(WorkspaceError),
+    /// The editor failed or did not answer. Never answered from the disk instead: the
+    /// editor's buffer may differ, and a silent fallback would show the model a file the
+    /// user does not have in front of them.
+    Editor(String),
+}
+
+impl std::fmt::Display for TextError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TextError::Disk(e) => e.fmt(f),
+            TextError::Editor(why) => write!(f, "reading through the editor failed: {why}"),
+        }
+    }
 }
 
 /// Run a low-risk tool: `read_file` through the client when there is one, everything else (and
@@ -94,7 +112,13 @@ pub async fn read_only(
     match current_text(workspace.clone(), client, p.clone()).await {
         Ok(Some(text)) => fs::read_text_window(&p.display, &text, offset, limit),
         // Missing files, directories, binary files: the disk tool says it best.
-        Ok(None) | Err(_) => run_read_only(workspace, args).await,
+        Ok(None) | Err(TextError::Disk(_)) => run_read_only(workspace, args).await,
+        Err(editor @ TextError::Editor(_)) => ToolOutcome {
+            output: format!(
+                "{editor}; the file was not read (try again, or ask the user to check the editor)"
+            ),
+            is_error: true,
+        },
     }
 }
 
@@ -117,7 +141,7 @@ pub async fn plan(
     let old = current_text(workspace.clone(), client, p.clone())
         .await
         .map_err(|e| match (e, &args) {
-            (WorkspaceError::NotUtf8 { path }, ToolArgs::WriteFile { .. }) => format!(
+            (TextError::Disk(WorkspaceError::NotUtf8 { path }), ToolArgs::WriteFile { .. }) => format!(
                 "`{path}` exists and is not UTF-8 text; write_file will not replace it blindly, so use the shell tool if it must change"
             ),
             (other, _) => other.to_string(),
@@ -164,8 +188,7 @@ pub async fn apply(
     };
     match client.write_text(path, content).await {
         Ok(()) => fs::edit_written(plan, edited),
-        Err(why) => ToolOutcome::error(format!(
-            "the editor refused to write `{shown}`: {why}; nothing was written"
-        )),
+        // `why` says whether the editor refused (nothing written) or never answered (unknown).
+        Err(why) => ToolOutcome::error(format!("writing `{shown}` through the editor: {why}")),
     }
 }

@@ -379,7 +379,8 @@ impl ToolArgs {
         };
         let resolved = workspace.resolve(path).ok()?;
         let line = match self {
-            ToolArgs::ReadFile { offset, .. } => *offset,
+            // `offset` is 1-based; a model that sends 0 means the start (ACP lines are 1-based too).
+            ToolArgs::ReadFile { offset, .. } => offset.map(|o| o.max(1)),
             _ => None,
         };
         Some(vec![Location {
