@@ -441,3 +441,92 @@ fn blocked_reading_stdin(pid: u32) -> bool {
             .is_ok_and(|line| line.starts_with("0 0x0 "))
     })
 }
+
+/// Process ids of live processes whose command line contains `needle`.
+fn processes_running(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) && !cmdline.contains("cargo") {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn end_of_stdin_exits_within_a_second_from_every_state_and_kills_running_commands() {
+    // Three sessions in one server: one runs a long command, one waits on an approval, one
+    // is in the middle of a streamed answer. Closing stdin must end all three, kill the
+    // command and exit promptly (the contract is one second; the margin is for a loaded CI
+    // machine), never wait for the command to finish.
+    let sleeper = "sleep 31.4417";
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let gate = Gate::new();
+    let mock = MockLlm::start().await;
+    let t = Tandem::start(&mock).await;
+
+    let running = t.new_session_in(ws.path(), "fullAuto").await;
+    mock.push(Script::tool_call_reply(
+        "long",
+        "shell",
+        json!({"command": format!("echo started; {sleeper}")}),
+    ));
+    t.prompt(&running, "run it").await;
+    t.wait_event(&running, |e| {
+        e["type"] == "toolCallUpdate"
+            && e["output"].as_str().is_some_and(|o| o.contains("started"))
+    })
+    .await;
+
+    let asking = t.new_session(ws.path()).await;
+    mock.push(Script::tool_call_reply(
+        "w",
+        "write_file",
+        json!({"path": "a.txt", "content": "beta\n"}),
+    ));
+    t.prompt(&asking, "write it").await;
+    t.wait_approval(&asking).await;
+
+    let streaming = t.new_session(ws.path()).await;
+    mock.push(Script::new().role().text("partial").wait_for(&gate).done());
+    t.prompt(&streaming, "talk").await;
+    gate.wait_reached().await;
+
+    assert!(
+        !processes_running(sleeper).is_empty(),
+        "the long command runs before stdin closes"
+    );
+    t.close_stdin().await;
+    let started = std::time::Instant::now();
+    let status = t.wait_exit().await;
+    let took = started.elapsed();
+    assert!(status.success(), "exit status {status:?}");
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "tandem took {took:?} to exit after stdin closed"
+    );
+    assert_eq!(
+        processes_running(sleeper),
+        Vec::<u32>::new(),
+        "the command died with tandem"
+    );
+    for sid in [&running, &asking, &streaming] {
+        let ended = t.events_of_type(sid, "turnEnded");
+        assert_eq!(ended.len(), 1, "{sid} ended once: {ended:?}");
+        assert_eq!(ended[0]["reason"], "interrupted", "{sid}");
+    }
+    gate.open();
+    // The file the unanswered approval proposed was never written.
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+}
