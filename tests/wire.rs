@@ -481,8 +481,7 @@ async fn end_of_stdin_exits_within_a_second_from_every_state_and_kills_running_c
     ));
     t.prompt(&running, "run it").await;
     t.wait_event(&running, |e| {
-        e["type"] == "toolCallUpdate"
-            && e["output"].as_str().is_some_and(|o| o.contains("started"))
+        e["type"] == "toolCallUpdate" && e["output"].as_str().is_some_and(|o| o.contains("started"))
     })
     .await;
 

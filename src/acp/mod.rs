@@ -2,12 +2,13 @@
 //! CodeCompanion, avante.nvim, agentic.nvim and Emacs agent-shell.
 //!
 //! It drives the same session actor and store as `tandem serve`, so a session started in one
-//! face can be loaded in the other. The `agent-client-protocol` crate owns the transport and
-//! the JSON-RPC envelope; this module only translates. Its handlers run inside the crate's
-//! dispatch loop and return at once: a prompt is queued on the session actor and answered
-//! later from `turnEnded` (see `bridge`), and requests to the client (permissions, questions,
-//! file reads and writes) are awaited in tasks, so `session/cancel` and the client's answers
-//! are always read.
+//! face can be loaded in the other. The `agent-client-protocol` crate owns the JSON-RPC
+//! envelope and dispatch, `transport` the bytes on stdin/stdout; this module only translates.
+//! Its handlers run inside the crate's dispatch loop and return at once (or, for the ones that
+//! wait on the store or a session, in a task beside it): a prompt is queued on the session
+//! actor and answered later from `turnEnded` (see `bridge`), and requests to the client
+//! (permissions, questions, file reads and writes) are awaited in tasks, so `session/cancel`
+//! and the client's answers are always read.
 
 mod bridge;
 pub mod convert;
