@@ -4,6 +4,9 @@
 //! Each test starts the mock LLM on loopback, queues the scripts its scenario needs, writes a
 //! config pointing at the mock, and runs the client, which spawns the real `tandem acp`. The
 //! client prints one `PASS`/`FAIL` line per check; the test shows them and fails on any `FAIL`.
+//! Tandem runs behind `tests/acp/wiretap.py`, and after each client run `tests/acp/validate.py`
+//! checks every message tandem sent against the official ACP JSON schema (pinned in
+//! `tests/acp/package.json`), so drift from the schema fails here.
 //! Nothing is skipped: when a client is not installed the test fails and says to run
 //! `tests/acp/setup` (which `.ci/run` runs through `scripts/test`).
 
@@ -85,7 +88,31 @@ impl Fixture {
         std::fs::read_to_string(self.ws.path().join(name)).ok()
     }
 
-    /// Run one scenario of `tests/acp/client.py` and fail on any failed check.
+    /// Where `tests/acp/wiretap.py` logs every line to and from tandem in this fixture.
+    fn wiretap_log(&self) -> PathBuf {
+        self.data.path().join("wiretap.jsonl")
+    }
+
+    /// Checks every message tandem sent in this fixture (every run of it) against the official
+    /// ACP JSON schema with `tests/acp/validate.py`, and fails on any invalid one.
+    async fn validate_against_the_schema(&self) {
+        let output = tokio::process::Command::new(python())
+            .arg(acp_dir().join("validate.py"))
+            .arg(self.wiretap_log())
+            .output()
+            .await
+            .expect("run tests/acp/validate.py");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        println!("── {}", stdout.trim_end());
+        assert!(
+            output.status.success(),
+            "tandem sent messages the ACP schema rejects (or none at all):\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// Run one scenario of `tests/acp/client.py`, fail on any failed check, then check what
+    /// tandem sent against the ACP schema.
     async fn run(&self, scenario: &str) {
         let python = python();
         let child = tokio::process::Command::new(python)
@@ -99,6 +126,8 @@ impl Fixture {
             .arg(self.data.path())
             .arg("--cwd")
             .arg(self.cwd())
+            .arg("--wiretap")
+            .arg(self.wiretap_log())
             .env("TANDEM_TEST_TIMEOUT_SECS", "30")
             .kill_on_drop(true)
             .output();
@@ -116,6 +145,7 @@ impl Fixture {
             failed.join("\n"),
             tail(&stderr, 40)
         );
+        self.validate_against_the_schema().await;
     }
 
     /// The content of the `tool` message answering `tool_call_id` in request `i`.
@@ -346,7 +376,10 @@ async fn acpx_one_shot_with_approve_all() {
     f.mock.push(Script::text_reply("Done via acpx."));
     let home = tempfile::tempdir().expect("home for acpx");
     let agent = format!(
-        "{TANDEM} acp --config {} --data-dir {}",
+        "{} {} {} -- {TANDEM} acp --config {} --data-dir {}",
+        python().display(),
+        acp_dir().join("wiretap.py").display(),
+        f.wiretap_log().display(),
         f.config.display(),
         f.data.path().display()
     );
@@ -391,6 +424,7 @@ async fn acpx_one_shot_with_approve_all() {
         checks.iter().all(|(_, ok)| *ok),
         "acpx run failed (see above)"
     );
+    f.validate_against_the_schema().await;
 }
 
 #[tokio::test]

@@ -28,8 +28,10 @@ struct Raw {
     /// The raw length of each line, by position in `seen`.
     lengths: Arc<Mutex<Vec<usize>>>,
     arrived: Arc<tokio::sync::Notify>,
+    /// Every line both ways, in order, as `tests/acp/wiretap.py` logs them, for the schema check.
+    wire: Arc<Mutex<Vec<Value>>>,
     next_id: u64,
-    _scratch: tempfile::TempDir,
+    scratch: tempfile::TempDir,
 }
 
 impl Raw {
@@ -60,13 +62,15 @@ impl Raw {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let lengths = Arc::new(Mutex::new(Vec::new()));
         let arrived = Arc::new(tokio::sync::Notify::new());
-        let (s, l, a) = (seen.clone(), lengths.clone(), arrived.clone());
+        let wire = Arc::new(Mutex::new(Vec::new()));
+        let (s, l, a, w) = (seen.clone(), lengths.clone(), arrived.clone(), wire.clone());
         tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 let value: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
                     panic!("tandem wrote a line that is not JSON ({e}): {line}")
                 });
+                w.lock().unwrap().push(json!({"dir": "out", "line": line}));
                 l.lock().unwrap().push(line.len());
                 s.lock().unwrap().push(value);
                 a.notify_waiters();
@@ -78,12 +82,56 @@ impl Raw {
             seen,
             lengths,
             arrived,
+            wire,
             next_id: 0,
-            _scratch: scratch,
+            scratch,
         }
     }
 
+    /// Checks every message tandem wrote so far against the official ACP JSON schema with
+    /// `tests/acp/validate.py` (see tests/acp.rs), and fails on any invalid one.
+    async fn validate_against_the_schema(&self) {
+        let log = self.scratch.path().join("wiretap.jsonl");
+        let mut text = String::new();
+        for entry in self.wire.lock().unwrap().iter() {
+            text.push_str(&entry.to_string());
+            text.push('\n');
+        }
+        std::fs::write(&log, text).expect("write the wire log");
+        let acp_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp");
+        let python = dirs::home_dir()
+            .expect("a home directory")
+            .join(".cache/tandem/acp-venv/bin/python");
+        let python = std::env::var_os("TANDEM_ACP_VENV")
+            .map(|venv| PathBuf::from(venv).join("bin/python"))
+            .unwrap_or(python);
+        let output = tokio::process::Command::new(&python)
+            .arg(acp_dir.join("validate.py"))
+            .arg(&log)
+            .output()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "run {} (install it with tests/acp/setup): {e}",
+                    python.display()
+                )
+            });
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        println!("── {}", stdout.trim_end());
+        assert!(
+            output.status.success(),
+            "tandem sent messages the ACP schema rejects:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
     async fn send_raw(&mut self, bytes: &[u8]) {
+        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            self.wire
+                .lock()
+                .unwrap()
+                .push(json!({"dir": "in", "line": String::from_utf8_lossy(line)}));
+        }
         let stdin = self.stdin.as_mut().expect("stdin open");
         stdin.write_all(bytes).await.expect("write to tandem");
         stdin.flush().await.expect("flush");
@@ -296,6 +344,7 @@ async fn cancel_and_close_work_while_the_editor_does_not_answer_a_read_and_a_lat
         exit < Duration::from_secs(2),
         "tandem took {exit:?} to exit"
     );
+    acp.validate_against_the_schema().await;
 }
 
 #[tokio::test]
@@ -358,6 +407,7 @@ async fn close_answers_while_the_editor_holds_a_write_and_tandem_exits_soon_afte
         exit < Duration::from_secs(2),
         "tandem took {exit:?} to exit"
     );
+    acp.validate_against_the_schema().await;
 }
 
 #[tokio::test]
@@ -380,6 +430,7 @@ async fn tandem_acp_exits_soon_after_stdin_closes_while_the_editor_holds_a_read(
         exit < Duration::from_secs(2),
         "tandem took {exit:?} to exit"
     );
+    acp.validate_against_the_schema().await;
 }
 
 #[tokio::test]
@@ -413,6 +464,7 @@ async fn a_failed_editor_read_fails_the_call_instead_of_reading_the_disk() {
     let text = tool["content"].as_str().unwrap();
     assert!(!text.contains("DISK CONTENT"), "{text}");
     assert!(text.contains("buffer is locked"), "{text}");
+    acp.validate_against_the_schema().await;
 }
 
 #[tokio::test]
@@ -474,6 +526,7 @@ async fn bad_lines_get_parse_errors_without_echo_and_the_running_turn_survives()
     assert_eq!(surrogate["result"]["stopReason"], "end_turn", "{surrogate}");
     let sent = mock.request(1).to_string();
     assert!(sent.contains("half \u{fffd} pair"), "{sent}");
+    acp.validate_against_the_schema().await;
 }
 
 #[tokio::test]
@@ -560,6 +613,7 @@ async fn error_codes_follow_acp_and_name_the_kind() {
         .await;
     assert_eq!(unknown["code"], -32002, "{unknown}");
     assert_eq!(unknown["data"]["kind"], "unknownSession");
+    acp.validate_against_the_schema().await;
 }
 
 #[tokio::test]
@@ -625,4 +679,5 @@ async fn session_list_pages_and_an_embedded_resource_is_replayed_as_a_resource()
     let resource = &replayed["params"]["update"]["content"]["resource"];
     assert_eq!(resource["uri"], "file:///notes.md");
     assert_eq!(resource["text"], "# Notes\nkeep\n");
+    acp.validate_against_the_schema().await;
 }

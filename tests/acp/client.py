@@ -135,14 +135,14 @@ class Tandem:
     def spawn(self):
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "warn")
+        command = [self.args.tandem, "acp", "--config", self.args.config, "--data-dir", self.args.data_dir]
+        if self.args.wiretap:
+            # Log every line both ways for validate.py (the schema check of what tandem sends).
+            wiretap = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wiretap.py")
+            command = [sys.executable, wiretap, self.args.wiretap, "--", *command]
         return spawn_agent_process(
             lambda _agent: self.recorder,
-            self.args.tandem,
-            "acp",
-            "--config",
-            self.args.config,
-            "--data-dir",
-            self.args.data_dir,
+            *command,
             env=env,
             # elicitation/create is behind the Python SDK's unstable flag.
             use_unstable_protocol=self.recorder.elicitation,
@@ -656,6 +656,7 @@ def main() -> int:
     parser.add_argument("--config", required=True)
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--cwd", required=True)
+    parser.add_argument("--wiretap", help="log every line to and from tandem here (see wiretap.py)")
     args = parser.parse_args()
     try:
         asyncio.run(SCENARIOS[args.scenario](args))
