@@ -332,10 +332,13 @@ async fn usage_near_the_window_compacts_automatically_and_rapid_refills_are_boun
     t.prompt(&sid, "read it").await;
     let ended = t.wait_turn_ended(&sid).await;
     assert_eq!(ended["reason"], "contextExceeded", "{ended}");
-    assert!(ended["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("3 compactions"));
+    assert!(
+        ended["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("3 compactions"),
+        "{ended}"
+    );
     assert_eq!(t.events_of_type(&sid, "compacted").len(), 4);
     let requests: Vec<Value> = mock.requests();
     assert_eq!(requests.len(), 9);
@@ -403,4 +406,175 @@ async fn bodies_that_are_not_event_streams_end_the_turn_with_what_came_back() {
         assert_eq!(mock.requests().len(), 1, "not retried: {message}");
         t.shutdown().await;
     }
+}
+
+/// A model with a 20,000-token window: room for the fixed part (system prompt and tools, about
+/// 2,400 tokens by tandem's estimate) and a batch, small enough to overflow with a few files.
+fn small_model(config: String) -> String {
+    format!("{config}\n[models.small]\nprovider = \"local\"\nname = \"small-model\"\ncontext_window = 20000\n")
+}
+
+async fn start_small(mock: &MockLlm, ws: &std::path::Path) -> (Tandem, String) {
+    let t = Tandem::start_with(
+        TandemOptions::with_mock(mock).config(small_model(config_with(mock, FAST))),
+    )
+    .await;
+    let sid = t.new_session_with(ws, json!({"model": "small"})).await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (t, sid)
+}
+
+const WINDOW: usize = 20_000;
+
+/// Sixteen reads whose results alone are several times the window: each result is cut to its
+/// share with a note saying how to read the rest, so the next request fits without any
+/// compaction (the red team saw a compaction that freed nothing and then a request five times
+/// the window).
+#[tokio::test]
+async fn one_tool_batch_larger_than_the_window_is_cut_to_fit_before_any_compaction() {
+    let ws = workspace();
+    let mut calls = Vec::new();
+    for i in 0..16 {
+        let name = format!("f{i}.txt");
+        let line = format!("file {i} line of text that the model asked to read\n");
+        std::fs::write(ws.path().join(&name), line.repeat(120)).unwrap();
+        calls.push((
+            format!("r{i}"),
+            "read_file".to_owned(),
+            json!({"path": name}).to_string(),
+        ));
+    }
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_calls(calls));
+    mock.push(Script::text_reply("read them"));
+    let (t, sid) = start_small(&mock, ws.path()).await;
+    t.prompt(&sid, "read every file").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "completed", "{ended}");
+    assert!(t.events_of_type(&sid, "compacting").is_empty());
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    let results: Vec<String> = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(results.len(), 16);
+    for (i, result) in results.iter().enumerate() {
+        assert!(
+            result.contains(&format!("file {i} line")),
+            "the start of the result is kept: {result}"
+        );
+        assert!(
+            result.contains("tandem cut this result to fit the model's context window")
+                && result.contains("read_file with offset and limit"),
+            "{result}"
+        );
+    }
+    // By tandem's own estimate (four bytes a token) the request fits the window.
+    let request_bytes = requests[1].to_string().len();
+    assert!(
+        request_bytes / 4 < WINDOW,
+        "the request after the batch is about {} tokens",
+        request_bytes / 4
+    );
+    // The store and the client hold the same cut result the model got.
+    let shown = t.events_of_type(&sid, "toolCallUpdate");
+    let shown_r0 = shown
+        .iter()
+        .find(|e| e["toolCallId"] == "r0" && e["result"].is_string())
+        .unwrap();
+    assert_eq!(shown_r0["result"].as_str().unwrap(), results[0]);
+    t.shutdown().await;
+}
+
+/// A compaction that could not make room is not attempted, and nothing goes out above the window:
+/// the model's call carried 100 KB of arguments (25,000 tokens), which compaction must keep
+/// verbatim with its result.
+#[tokio::test]
+async fn a_compaction_that_cannot_free_enough_ends_the_turn_without_sending_anything() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_call_reply(
+        "big",
+        "read_file",
+        json!({"path": "a.txt", "why": "x".repeat(100_000)}),
+    ));
+    mock.push(Script::text_reply("a summary"));
+    mock.push(Script::text_reply("never asked"));
+    let (t, sid) = start_small(&mock, ws.path()).await;
+    t.prompt(&sid, "read it").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "contextExceeded", "{ended}");
+    let message = ended["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("most recent messages") && message.contains("start a new session"),
+        "{message}"
+    );
+    assert_eq!(mock.requests().len(), 1, "no summarizing or main request");
+    t.shutdown().await;
+}
+
+/// A summary too long to make the next request fit ends the turn instead of sending it.
+#[tokio::test]
+async fn a_summary_that_leaves_the_request_above_the_window_ends_the_turn() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let mock = MockLlm::start().await;
+    // The provider reports 19,000 prompt tokens: the next request must compact.
+    mock.push(
+        Script::new()
+            .role()
+            .tool_call("r", "read_file", json!({"path": "a.txt"}).to_string())
+            .finish("tool_calls")
+            .usage(19_000, 10)
+            .done(),
+    );
+    mock.push(Script::text_reply(&"summary ".repeat(12_000)));
+    mock.push(Script::text_reply("never asked"));
+    let (t, sid) = start_small(&mock, ws.path()).await;
+    t.prompt(&sid, "read it").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "contextExceeded", "{ended}");
+    assert!(
+        ended["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("after compacting"),
+        "{ended}"
+    );
+    assert_eq!(mock.requests().len(), 2, "the main request never went out");
+    t.shutdown().await;
+}
+
+/// Earlier messages too large for one summarizing request are not sent to be summarized: a
+/// first prompt of about 22,000 tokens could not be answered, and the next turn cannot
+/// compact it either.
+#[tokio::test]
+async fn a_summarizing_request_above_the_window_is_never_sent() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(Script::text_reply("a summary"));
+    mock.push(Script::text_reply("never asked"));
+    let (t, sid) = start_small(&mock, ws.path()).await;
+    t.prompt(&sid, &"word ".repeat(18_000)).await;
+    let first = t.wait_turn_ended(&sid).await;
+    assert_eq!(first["reason"], "contextExceeded", "{first}");
+    t.prompt(&sid, "hi").await;
+    let second = t.wait_turn_ended(&sid).await;
+    assert_eq!(second["reason"], "contextExceeded", "{second}");
+    assert!(
+        second["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("earlier messages to summarize"),
+        "{second}"
+    );
+    assert_eq!(mock.requests().len(), 0);
+    t.shutdown().await;
 }

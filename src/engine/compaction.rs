@@ -61,11 +61,14 @@ pub fn estimate_request(history: &[Message]) -> u64 {
         .find(|(i, m)| *i >= after_notice && m.meta.usage.is_some());
     match measured {
         Some((index, message)) => {
+            // The provider's input count covers everything before this answer; for the answer
+            // itself take the larger of its output count and tandem's estimate, so an answer a
+            // provider under-reports (or a proxy reports as zero) still counts its size.
             let usage = message
                 .meta
                 .usage
                 .as_ref()
-                .map(|u| u.input_tokens + u.output_tokens)
+                .map(|u| u.input_tokens + u.output_tokens.max(estimate_message(message)))
                 .unwrap_or(0);
             usage
                 + history[index + 1..]
@@ -83,6 +86,23 @@ pub fn estimate_request(history: &[Message]) -> u64 {
                     .sum::<u64>()
         }
     }
+}
+
+/// Estimated tokens of the messages from `boundary` on, the part a compaction at `boundary`
+/// keeps verbatim (notices are never sent).
+pub fn estimate_verbatim(history: &[Message], boundary: usize) -> u64 {
+    history[boundary.min(history.len())..]
+        .iter()
+        .filter(|m| m.role != Role::Notice)
+        .map(estimate_message)
+        .sum()
+}
+
+/// Room kept for the summary when judging whether a compaction can make the next request fit:
+/// a tenth of the window, at most 2,000 tokens. A summary that comes out longer is caught by the
+/// check after the compaction.
+pub fn summary_allowance(window: u64) -> u64 {
+    (window / 10).min(2_000)
 }
 
 /// Indices where history may be cut: every tool call before the cut has its result before

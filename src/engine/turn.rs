@@ -153,6 +153,12 @@ struct Turn {
     /// Calls refused before they were parsed (arguments over `max_tool_arguments_bytes`), by
     /// id, with the tool error the model gets.
     refused: HashMap<String, String>,
+    /// Tokens every request carries besides the history: the system prompt and tool schemas.
+    fixed_tokens: u64,
+    /// The most bytes one result of the running tool batch may keep (set by `run_tools`):
+    /// the batch's share of the context window divided among its calls, so one batch can
+    /// never outgrow the window by itself (invariant 9).
+    result_share: usize,
 }
 
 /// Announce a turn (`turnStarted`, with the model it runs on). The actor calls this as it admits
@@ -210,6 +216,8 @@ async fn drive(
         recorded,
         needs_fresh_run: Default::default(),
         refused: HashMap::new(),
+        fixed_tokens: 0,
+        result_share: usize::MAX,
     };
     let outcome = turn.run().await;
     turn.end(outcome);
@@ -222,6 +230,8 @@ impl Turn {
 
     async fn run(&mut self) -> Outcome {
         let system = self.system_prompt().await;
+        // The system prompt and tool schemas ride on every request; about 2,000 tokens.
+        self.fixed_tokens = (system.len() as u64).div_ceil(4) + 2_000;
         let max_iterations = self.session.engine.config.max_iterations;
         let mut iteration: u32 = 0;
         if let Some(calls) = self.resume_calls.take() {
@@ -270,7 +280,7 @@ impl Turn {
                 ));
             };
             if let Err(outcome) = self
-                .maybe_compact(&model_id, &model, provider.as_ref(), &system, false)
+                .maybe_compact(&model_id, &model, provider.as_ref(), false)
                 .await
             {
                 return outcome;
@@ -285,7 +295,7 @@ impl Turn {
                     // The provider says the request does not fit: compact, then ask again.
                     tracing::info!("context overflow from the provider; compacting");
                     if let Err(outcome) = self
-                        .maybe_compact(&model_id, &model, provider.as_ref(), &system, true)
+                        .maybe_compact(&model_id, &model, provider.as_ref(), true)
                         .await
                     {
                         return outcome;
@@ -379,16 +389,14 @@ impl Turn {
         model_id: &str,
         model: &crate::config::ModelConfig,
         provider: &dyn Provider,
-        system: &str,
         forced: bool,
     ) -> Result<(), Outcome> {
         let config = self.session.engine.config.clone();
         let window = model.context_window;
-        // The system prompt and tool schemas ride on every request; about 2,000 tokens.
-        let fixed = (system.len() as u64).div_ceil(4) + 2_000;
+        let fixed = self.fixed_tokens;
         let estimate = compaction::estimate_request(&lock(&self.session.state).history) + fixed;
         let threshold = (window as f64 * config.compaction_threshold) as u64;
-        if !forced && estimate <= threshold {
+        if !forced && estimate <= threshold.min(window) {
             return Ok(());
         }
         let exceeded = |why: &str| {
@@ -414,6 +422,15 @@ impl Turn {
                     "compaction cannot move past the most recent messages",
                 ));
             };
+            // What stays verbatim must fit with room for a summary, or the summarizing
+            // request would be spent on a compaction that frees too little.
+            let verbatim = compaction::estimate_verbatim(&state.history, boundary);
+            if verbatim + fixed + compaction::summary_allowance(window) > window {
+                drop(state);
+                return Err(exceeded(&format!(
+                    "the most recent messages, which compaction must keep, come to about {verbatim} tokens by themselves"
+                )));
+            }
             let mut prefix: Vec<Message> = state.history[..boundary].to_vec();
             // A previous compaction whose notice lies after the new boundary still applies
             // to the prefix, so carry it over for the summarizer's view.
@@ -444,6 +461,24 @@ impl Turn {
                 compaction::SUMMARY_REQUEST.to_owned(),
             )],
         });
+        // The summarizing request is a request too: it never goes out above the window.
+        let summarizing = prefix
+            .iter()
+            .filter(|m| m.role != super::history::Role::Notice)
+            .map(compaction::estimate_message)
+            .sum::<u64>()
+            + prefix
+                .iter()
+                .filter_map(|m| m.meta.compaction.as_ref())
+                .map(|c| (c.summary.len() as u64).div_ceil(4))
+                .sum::<u64>()
+            + (compaction::SUMMARY_INSTRUCTIONS.len() as u64).div_ceil(4)
+            + 2_000;
+        if summarizing > window {
+            return Err(exceeded(&format!(
+                "the earlier messages to summarize come to about {summarizing} tokens, more than one summarizing request can carry"
+            )));
+        }
         let request = ProviderRequest {
             model: model.name.clone(),
             system: compaction::SUMMARY_INSTRUCTIONS.to_owned(),
@@ -479,6 +514,13 @@ impl Turn {
         });
         self.compactions += 1;
         self.batches_since_compaction = 0;
+        // Invariant 9: no request goes out above the window by tandem's own estimate.
+        let after = compaction::estimate_request(&lock(&self.session.state).history) + fixed;
+        if after > window {
+            return Err(exceeded(&format!(
+                "after compacting, the next request would still carry about {after} tokens"
+            )));
+        }
         Ok(())
     }
 
@@ -519,9 +561,10 @@ impl Turn {
             }
         }
         if text.trim().is_empty() {
+            // Nothing is lost (the history is whole), so the turn can simply be tried again.
             return SummaryOutcome::Failed(ProviderError::new(
-                "the model returned an empty summary of the history",
-                false,
+                "the model returned an empty summary when asked to compact the history; retry the turn, or switch to another model to compact it",
+                true,
             ));
         }
         SummaryOutcome::Done(text)
@@ -1090,6 +1133,20 @@ impl Turn {
         false
     }
 
+    /// The most bytes each of `calls` results may keep: the batch gets what compaction can
+    /// always keep verbatim (half the window less the fixed part, as `maybe_compact` targets),
+    /// less a fifth for the calls themselves and the answer, shared evenly. The estimator
+    /// counts four bytes a token, so by tandem's own estimate the batch fits.
+    fn result_share_for(&self, calls: usize) -> usize {
+        let model_id = lock(&self.session.state).model.clone();
+        let Some(model) = self.session.engine.config.model(&model_id) else {
+            return usize::MAX;
+        };
+        let batch_tokens = (model.context_window / 2).saturating_sub(self.fixed_tokens) * 4 / 5;
+        let batch_bytes = usize::try_from(batch_tokens.saturating_mul(4)).unwrap_or(usize::MAX);
+        (batch_bytes / calls.max(1)).max(MIN_RESULT_SHARE)
+    }
+
     fn commit_result(
         &self,
         call: &ToolCallRecord,
@@ -1098,6 +1155,7 @@ impl Turn {
         diff: Option<&FileDiff>,
     ) {
         let diff_entries = diff.map(|d| vec![diff_entry(d)]);
+        let text = fit_result(text, self.result_share);
         let mut message = Message::tool_result(call, status, text.clone(), &self.turn_id);
         if let Some(entries) = &diff_entries {
             message.meta.diff = serde_json::to_value(entries).ok();
@@ -1145,6 +1203,7 @@ impl Turn {
         mut early: HashMap<usize, JoinHandle<ToolOutcome>>,
         mode: Mode,
     ) -> bool {
+        self.result_share = self.result_share_for(calls.len());
         // Phase A: authorize in call order. Nothing runs yet except early-started reads.
         let mut prepared: Vec<Prepared> = Vec::with_capacity(calls.len());
         for (index, call) in calls.iter().enumerate() {
@@ -2119,6 +2178,34 @@ fn arguments_or_empty(arguments: &str) -> &str {
     } else {
         arguments
     }
+}
+
+/// The least a tool result keeps however many calls share the window: enough for the start of
+/// the result and the note that says how to read the rest.
+const MIN_RESULT_SHARE: usize = 512;
+
+/// `text` cut to at most `limit` bytes (on a character boundary), with a note that says what
+/// was left out and how to read it in pieces. The cut is what the model, the store and the
+/// client all see: a result too large for the window would otherwise be sent whole, or cost
+/// a compaction that cannot free it.
+fn fit_result(text: String, limit: usize) -> String {
+    if text.len() <= limit {
+        return text;
+    }
+    let total = text.len();
+    let note_room = 360;
+    let mut keep = limit.saturating_sub(note_room);
+    while keep > 0 && !text.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    let mut cut = text;
+    cut.truncate(keep);
+    cut.push_str(&format!(
+        "\n\n[tandem cut this result to fit the model's context window: it shows the first {keep} of {total} bytes. \
+         Read the rest in smaller pieces: read_file with offset and limit, grep for the part you need, \
+         or a narrower command.]"
+    ));
+    cut
 }
 
 /// Fit an `approvalRequested` under [`fit::APPROVAL_DISPLAY_BYTES`], so it and the
