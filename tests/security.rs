@@ -1071,7 +1071,12 @@ fn md5ish(bytes: &[u8]) -> u64 {
 async fn host_sockets_are_out_of_reach_with_the_network_closed() {
     use std::os::unix::net::UnixListener;
     let pid = std::process::id();
-    let var_dir = std::path::PathBuf::from(format!("/var/tmp/tandem-sock-{pid}"));
+    // The socket file stays after the test (only its listener goes): the other tests of this
+    // binary run commands concurrently, and a sandbox that listed this socket while it was
+    // live mounts over its path; a path removed between the listing and bwrap's mount makes
+    // bwrap fail ("Can't mkdir parents"). A stale file from an earlier run is not in
+    // /proc/net/unix, so no sandbox lists it and removing it here is safe.
+    let var_dir = std::path::PathBuf::from("/var/tmp/tandem-test-sockets");
     std::fs::create_dir_all(&var_dir).unwrap();
     let var_socket = var_dir.join("agent.sock");
     let _ = std::fs::remove_file(&var_socket);
@@ -1138,7 +1143,6 @@ PY"#,
         );
     }
     let _ = std::fs::remove_file(&run_socket);
-    let _ = std::fs::remove_dir_all(&var_dir);
 }
 
 /// Processes a command leaves running (`setsid`, `nohup`, `&`) end with it in every layer: the
