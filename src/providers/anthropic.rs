@@ -271,6 +271,12 @@ enum Block {
     ToolUse,
 }
 
+/// The most bytes of thinking signatures one answer may carry. A real signature is a few
+/// kilobytes; `max_reasoning_bytes` bounds the thinking text but not its signature, which is
+/// kept (and stored) whole to be sent back, so a hostile stream of `signature_delta`s would
+/// otherwise grow it without end.
+pub const MAX_SIGNATURE_BYTES: usize = 1024 * 1024;
+
 /// The state of one streamed answer.
 #[derive(Default)]
 pub struct Parser {
@@ -278,6 +284,8 @@ pub struct Parser {
     /// Content block index → tool call index (tool calls are numbered from 0 in answer order).
     tool_index: HashMap<u64, usize>,
     thinking: Vec<Value>,
+    /// Bytes of thinking signatures read so far in this answer (see [`MAX_SIGNATURE_BYTES`]).
+    signature_bytes: usize,
     input_tokens: u64,
     cache_creation: u64,
     cache_read: u64,
@@ -430,9 +438,19 @@ impl SseParser for Parser {
                         }
                     }
                     "signature_delta" => {
+                        let piece = text("signature");
+                        self.signature_bytes += piece.len();
+                        if self.signature_bytes > MAX_SIGNATURE_BYTES {
+                            return Err(ProviderError::new(
+                                format!(
+                                    "the provider sent more than {MAX_SIGNATURE_BYTES} bytes of thinking signatures in one answer, so tandem stopped reading it; check base_url points at the Anthropic API, or turn thinking off for this model"
+                                ),
+                                false,
+                            ));
+                        }
                         if let Some(Block::Thinking { signature, .. }) = self.blocks.get_mut(&index)
                         {
-                            signature.push_str(&text("signature"));
+                            signature.push_str(&piece);
                         }
                     }
                     "input_json_delta" => {
@@ -603,6 +621,31 @@ mod tests {
         assert!(!text.contains("\"thinking\":\"hm\""), "{body:#}");
         assert!(text.contains("[called tool read_file"), "{body:#}");
         assert_eq!(body["messages"].as_array().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn thinking_signatures_past_the_cap_end_the_answer_with_an_error() {
+        let mut parser = Parser::default();
+        let start = r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}"#;
+        let mut out = Vec::new();
+        parser.event("", start, &mut out).unwrap();
+        let piece = "S".repeat(64 * 1024);
+        let delta = json!({"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature": piece}}).to_string();
+        let mut error = None;
+        for _ in 0..(MAX_SIGNATURE_BYTES / piece.len() + 1) {
+            if let Err(e) = parser.event("", &delta, &mut out) {
+                error = Some(e);
+                break;
+            }
+        }
+        let error = error.expect("the cap is enforced");
+        assert!(!error.retriable);
+        assert!(
+            error.message.contains("thinking signatures"),
+            "{}",
+            error.message
+        );
+        assert!(parser.signature_bytes <= MAX_SIGNATURE_BYTES + piece.len());
     }
 
     #[test]
