@@ -334,7 +334,12 @@ async fn stop_while_a_huge_diff_is_planned_answers_at_once() {
         "write_file",
         json!({"path": "big.txt", "content": new}),
     ));
-    let t = Tandem::start(&mock).await;
+    // The call's 5 MB of arguments stay in the history; the turn after the stop must not end
+    // with contextExceeded (no request goes out above the window), so the model's window
+    // holds them.
+    let config =
+        config_with(&mock, "").replacen("context_window = 128000", "context_window = 100000000", 1);
+    let t = Tandem::start_with(TandemOptions::with_mock(&mock).config(config)).await;
     let sid = t.new_session(ws.path()).await;
     let turn = t.prompt(&sid, "rewrite it").await;
     // The call is announced just before its diff is planned.
