@@ -215,8 +215,9 @@ export class TandemClient {
   listSessions(cwd?: string): Promise<{ sessions: SessionSummary[] }> {
     return this.request('session/list', cwd ? { cwd } : {});
   }
-  loadSession(sessionId: string): Promise<LoadSessionResult> {
-    return this.request('session/load', { sessionId });
+  /** One page of the session: the newest without `cursor`, else the messages just before that cursor. */
+  loadSession(sessionId: string, cursor?: string): Promise<LoadSessionResult> {
+    return this.request('session/load', cursor === undefined ? { sessionId } : { sessionId, cursor });
   }
   prompt(sessionId: string, content: string | PromptPart[]): Promise<{ turnId: string }> {
     return this.request('prompt', { sessionId, content });

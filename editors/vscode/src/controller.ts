@@ -15,7 +15,8 @@ import { askQuestion, PlanDocuments, reviewPlan, type QuestionHandle } from './q
 import { Supervisor } from './supervisor';
 import { ViewBridge } from './viewBridge';
 import { errorKind, DECISION_LABELS, MODES, MODE_DESCRIPTIONS, type Decision, type InitializeResult, type Mode, type SessionEvent } from './protocol';
-import { editedContent, formatExit, hasDecision, promptWithSelection, type SelectionContext } from './promptContext';
+import { editedContent, formatExit, hasDecision, isTooLargeToEdit, promptWithSelection, type SelectionContext } from './promptContext';
+import { loadAllPages } from './loadPages';
 
 type ToolItem = Extract<ChatItem, { type: 'tool' }>;
 
@@ -254,7 +255,8 @@ export class Controller implements vscode.Disposable {
 
   async loadSession(sessionId: string): Promise<void> {
     const client = this.requireClient();
-    const s = await client.loadSession(sessionId);
+    // A long history comes in pages, newest first: fetch them all so the resumed chat shows everything.
+    const s = await loadAllPages((cursor) => client.loadSession(sessionId, cursor));
     this.dropPending();
     this.draft = {};
     this.state.reset({ sessionId: s.sessionId, model: s.model, mode: s.mode });
@@ -298,7 +300,8 @@ export class Controller implements vscode.Disposable {
     switch (e.type) {
       case 'approvalRequested': {
         if (e.diff?.length) {
-          this.diffs.add(e.requestId, this.cwd, e.diff);
+          // A proposal too large to show in full is cut: the server refuses an edited version of it.
+          this.diffs.add(e.requestId, this.cwd, e.diff, { readOnly: isTooLargeToEdit(e.reason) });
           if (vscode.workspace.getConfiguration('tandem').get<boolean>('openDiffOnApproval', true)) {
             void this.diffs.open(e.requestId).catch((err) => this.showError(`Could not open the diff: ${msg(err)}`));
           }
@@ -445,9 +448,11 @@ export class Controller implements vscode.Disposable {
     if (!hasDecision(tool.approval.options, decision)) {
       throw new Error(`"${DECISION_LABELS[decision]}" is not offered for ${tool.name}.`);
     }
-    // The user's edits on the proposed side of the diff ride along as editedContent (allow decisions only).
+    // The user's edits on the proposed side of the diff ride along as editedContent (allow decisions only), never
+    // for a cut proposal: the server refuses it there (invalidParams), the user saw only part of the text.
     const single = tool.approval.diff?.length === 1 ? tool.approval.diff[0] : undefined;
-    const edited = decision !== 'deny' && single ? editedContent(single.newText, this.diffs.edited(requestId)) : undefined;
+    const editable = decision !== 'deny' && !!single && !isTooLargeToEdit(tool.approval.reason);
+    const edited = editable ? editedContent(single.newText, this.diffs.edited(requestId)) : undefined;
     try {
       await client.approve(sessionId, requestId, decision, message, edited);
     } catch (err) {

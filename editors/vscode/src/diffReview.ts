@@ -3,6 +3,9 @@
 // file on disk, or for a new file an empty document from a TextDocumentContentProvider (`tandem-empty`).
 // Why a FileSystemProvider for the right side: documents of a TextDocumentContentProvider are read-only
 // in VS Code, which would make "edit the proposal, accept your version" (editedContent) impossible.
+// A proposal too large to show in full (the server cut its longest strings, and refuses editedContent for it)
+// is registered read-only instead: its file reports FilePermission.Readonly, so VS Code opens it read-only, and
+// edited() never reports a version of it; the diff title and a message say why.
 import * as path from 'node:path';
 import * as fs from 'node:fs';
 import * as vscode from 'vscode';
@@ -30,7 +33,7 @@ export function requestIdOf(uri: vscode.Uri | undefined): string | undefined {
 const keyOf = (uri: vscode.Uri) => `${uri.path}?${uri.query}`;
 
 class ProposedFs implements vscode.FileSystemProvider {
-  readonly files = new Map<string, { data: Uint8Array; mtime: number }>();
+  readonly files = new Map<string, { data: Uint8Array; mtime: number; readOnly?: boolean }>();
   private readonly emitter = new vscode.EventEmitter<vscode.FileChangeEvent[]>();
   readonly onDidChangeFile = this.emitter.event;
 
@@ -40,7 +43,9 @@ class ProposedFs implements vscode.FileSystemProvider {
   stat(uri: vscode.Uri): vscode.FileStat {
     const f = this.files.get(keyOf(uri));
     if (!f) throw vscode.FileSystemError.FileNotFound(uri);
-    return { type: vscode.FileType.File, ctime: f.mtime, mtime: f.mtime, size: f.data.byteLength };
+    const stat: vscode.FileStat = { type: vscode.FileType.File, ctime: f.mtime, mtime: f.mtime, size: f.data.byteLength };
+    if (f.readOnly) stat.permissions = vscode.FilePermission.Readonly;
+    return stat;
   }
   readDirectory(): [string, vscode.FileType][] {
     return [];
@@ -52,6 +57,8 @@ class ProposedFs implements vscode.FileSystemProvider {
     return f.data;
   }
   writeFile(uri: vscode.Uri, content: Uint8Array): void {
+    const f = this.files.get(keyOf(uri));
+    if (f?.readOnly) throw vscode.FileSystemError.NoPermissions('this proposal is too large to show in full and cannot be edited');
     this.files.set(keyOf(uri), { data: content, mtime: Date.now() });
     this.emitter.fire([{ type: vscode.FileChangeType.Changed, uri }]);
   }
@@ -67,7 +74,15 @@ interface Review {
   cwd: string;
   diffs: FileDiff[];
   uris: vscode.Uri[];
+  /** A cut proposal (too large to show in full): shown read-only, never sent back as editedContent. */
+  readOnly: boolean;
+  /** Whether the read-only explanation was shown already (once per proposal, not per opened file). */
+  explained?: boolean;
 }
+
+/** What the user is told when a read-only (cut) proposal opens. */
+export const READ_ONLY_NOTICE =
+  'tandem: this change is too large to show in full, so parts of the proposal are cut and it cannot be edited before it is applied. Allow or Deny it as proposed; what is allowed is the whole change.';
 
 export class DiffReview implements vscode.Disposable {
   private readonly fsp = new ProposedFs();
@@ -85,14 +100,23 @@ export class DiffReview implements vscode.Disposable {
     );
   }
 
-  /** Registers the proposal of an approval (no editor opens yet). */
-  add(requestId: string, cwd: string, diffs: FileDiff[]): void {
+  /**
+   * Registers the proposal of an approval (no editor opens yet). `readOnly` for a proposal too large to show in
+   * full (isTooLargeToEdit of its reason): it opens read-only and edited() ignores it.
+   */
+  add(requestId: string, cwd: string, diffs: FileDiff[], opts: { readOnly?: boolean } = {}): void {
+    const readOnly = !!opts.readOnly;
     const uris = diffs.map((d, i) => {
       const uri = proposedUri(requestId, i, d.path);
-      this.fsp.files.set(keyOf(uri), { data: Buffer.from(d.newText, 'utf8'), mtime: Date.now() });
+      this.fsp.files.set(keyOf(uri), { data: Buffer.from(d.newText, 'utf8'), mtime: Date.now(), readOnly });
       return uri;
     });
-    this.reviews.set(requestId, { cwd, diffs, uris });
+    this.reviews.set(requestId, { cwd, diffs, uris, readOnly });
+  }
+
+  /** Whether the proposal is registered read-only (cut, too large to show in full). */
+  isReadOnly(requestId: string): boolean {
+    return this.reviews.get(requestId)?.readOnly ?? false;
   }
 
   has(requestId: string): boolean {
@@ -118,8 +142,13 @@ export class DiffReview implements vscode.Disposable {
         this.originals.set(keyOf(left), d.oldText);
       }
       const name = path.basename(d.path);
-      const title = `${name} ${d.oldText === null ? '(new file)' : ''} ↔ proposed by tandem (editable)`.replace(/\s+/g, ' ');
+      const access = r.readOnly ? '(read-only: too large to show in full, cannot be edited)' : '(editable)';
+      const title = `${name} ${d.oldText === null ? '(new file)' : ''} ↔ proposed by tandem ${access}`.replace(/\s+/g, ' ');
       await vscode.commands.executeCommand('vscode.diff', left, r.uris[i], title, { preview: false });
+    }
+    if (r.readOnly && !r.explained) {
+      r.explained = true;
+      void vscode.window.showWarningMessage(READ_ONLY_NOTICE);
     }
   }
 
@@ -129,7 +158,8 @@ export class DiffReview implements vscode.Disposable {
    */
   edited(requestId: string): string | undefined {
     const r = this.reviews.get(requestId);
-    if (!r || r.diffs.length !== 1) return undefined;
+    // A cut proposal has no user version: the server would refuse it, and the text shown is not the whole change.
+    if (!r || r.readOnly || r.diffs.length !== 1) return undefined;
     const uri = r.uris[0];
     const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri.toString());
     const current = doc ? doc.getText() : Buffer.from(this.fsp.files.get(keyOf(uri))?.data ?? new Uint8Array()).toString('utf8');
@@ -143,8 +173,9 @@ export class DiffReview implements vscode.Disposable {
     this.reviews.delete(requestId);
     const keys = new Set(r.uris.map((u) => u.toString()));
     // Saving first writes to our in-memory provider only; it prevents a "save changes?" prompt on close.
+    // A read-only proposal cannot be dirty in VS Code, and its provider refuses writes: nothing to save there.
     for (const doc of vscode.workspace.textDocuments) {
-      if (keys.has(doc.uri.toString()) && doc.isDirty) await doc.save();
+      if (!r.readOnly && keys.has(doc.uri.toString()) && doc.isDirty) await doc.save();
     }
     const tabs: vscode.Tab[] = [];
     for (const g of vscode.window.tabGroups.all) {

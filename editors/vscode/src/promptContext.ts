@@ -36,6 +36,18 @@ export function editedContent(proposed: string, current: string | undefined): st
   return current === proposed ? undefined : current;
 }
 
+/**
+ * The sentence the server puts in the `reason` of an approval whose proposal had its longest strings cut to fit
+ * one message (protocol.md, `approvalRequested`): such a proposal must be approved or denied as proposed, since
+ * the server refuses `editedContent` for it.
+ */
+export const TOO_LARGE_MARKER = 'too large to show in full';
+
+/** Whether an approval's proposal is cut, so it must not be offered for editing (see TOO_LARGE_MARKER). */
+export function isTooLargeToEdit(reason: string | undefined): boolean {
+  return typeof reason === 'string' && reason.toLowerCase().includes(TOO_LARGE_MARKER);
+}
+
 export function formatExit(code: number | null, signal: string | null): string {
   return signal ? `signal ${signal}` : `exit code ${code}`;
 }

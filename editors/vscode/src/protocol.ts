@@ -51,7 +51,11 @@ export interface LoadSessionResult {
   mode: Mode;
   state: string;
   messages: unknown[];
+  /** Present when older messages were left out of `messages`: send it back to `session/load` for the page before. */
+  cursor?: string;
   pending: unknown[];
+  networkAccess?: boolean;
+  usage?: { model: string; inputTokens: number; outputTokens: number; cachedTokens?: number }[];
 }
 
 export type PromptPart = { type: 'text'; text: string } | { type: 'image'; mimeType: string; data: string };

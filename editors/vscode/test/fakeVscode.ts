@@ -71,6 +71,7 @@ export const FileSystemError = {
 };
 export const FileType = { File: 1, Directory: 2 };
 export const FileChangeType = { Changed: 1, Created: 2, Deleted: 3 };
+export const FilePermission = { Readonly: 1 };
 export const StatusBarAlignment = { Left: 1, Right: 2 };
 
 /** A text document as the fake editor holds it; `setText` simulates the user typing in it. */

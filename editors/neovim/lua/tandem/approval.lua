@@ -63,6 +63,19 @@ local function close_side(request_id)
   end
 end
 
+--- The words the server puts in the `reason` of an approval whose proposal it had to cut to fit
+--- one message (protocol.md, `approvalRequested`). Such a change can only be approved or denied as
+--- proposed: the server refuses `editedContent` for it, since an edit of a text the user never saw
+--- whole would write the cut.
+M.CUT_MARKER = 'too large to show in full'
+
+--- Whether an approval's `reason` says its proposal was cut (so it cannot be edited before approval).
+---@param reason string? the `reason` of an approvalRequested event
+---@return boolean
+function M.is_cut(reason)
+  return type(reason) == 'string' and reason:find(M.CUT_MARKER, 1, true) ~= nil
+end
+
 --- Lines of the float for one approval, with highlight marks (0-based rows).
 function M.lines(ev)
   local lines, marks = {}, {}
@@ -107,7 +120,9 @@ function M.lines(ev)
   end
   table.insert(help, ('[%s] deny'):format(k.deny))
   if ev.diff and #ev.diff > 0 then
-    table.insert(help, ('[%s] edit'):format(k.edit))
+    if not M.is_cut(ev.reason) then
+      table.insert(help, ('[%s] edit'):format(k.edit))
+    end
     table.insert(help, ('[%s] split diff'):format(k.diff))
   end
   table.insert(help, ('[%s] hide'):format(k.hide))
@@ -160,7 +175,15 @@ local function diff_entry(ev)
 end
 
 --- Open the proposed content in a buffer; :w approves it with editedContent (decision once).
+--- Refused (with a notification, the approval staying pending) for a proposal the server cut.
+---@return integer? buf the edit buffer, nil when refused
 function M.edit(ev)
+  if M.is_cut(ev.reason) then
+    tandem().notify(('this change is too large to show in full, so it cannot be edited before it is applied: '
+      .. 'it can only be approved or denied as proposed ([%s] allow once, [%s] deny). After approving, edit the '
+      .. 'file itself.'):format(keys().once, keys().deny), vim.log.levels.WARN)
+    return
+  end
   local entry = diff_entry(ev)
   if not entry then
     tandem().notify('only file edits can be edited before approval; this is ' .. (ev.name or 'a tool') .. '.', vim.log.levels.WARN)

@@ -4,6 +4,7 @@
 -- starts the server and a session asynchronously if needed and then runs the action, so the
 -- first `:Tandem prompt` just works without a setup() call and nothing ever blocks the UI.
 local config = require('tandem.config')
+local pages = require('tandem.pages')
 local rpc = require('tandem.rpc')
 
 local M = {}
@@ -23,6 +24,8 @@ local S = {
   turn_id = nil,
   usage = nil, -- last usage event
   last_exit = nil, -- { code, signal } of the last unexpected exit
+  load_gen = 0, -- bumped by every load_session (and anything that supersedes one) so a stale load stops
+  loading = nil, -- { sessionId, events } while older pages of a session/load are fetched
 }
 M.state = S
 
@@ -92,6 +95,11 @@ local function missing_binary_message(bin)
 end
 
 local function on_event(ev)
+  if S.loading and ev.sessionId == S.loading.sessionId then
+    -- Its history is still being paged in: keep the event for after the history is drawn.
+    table.insert(S.loading.events, ev)
+    return
+  end
   if S.session == nil or ev.sessionId ~= S.session.sessionId then
     return -- a session we are not showing (for example one we just left)
   end
@@ -127,6 +135,7 @@ local function on_exit(gen, code, signal)
   S.client = nil
   S.running = false
   S.starting = false
+  S.loading = nil
   fail_waiters()
   approval().clear()
   if S.stopping then
@@ -195,6 +204,7 @@ function M.start()
   local gen = S.gen
   S.starting = true
   S.session = nil
+  S.loading = nil
   S.info = nil
   local client, err = rpc.start(cmd, {
     framing = config.options.framing,
@@ -277,6 +287,7 @@ function M.restart()
   end
   S.client = nil
   S.session = nil
+  S.loading = nil
   S.running = false
   S.starting = false
   S.waiters = {}
@@ -504,24 +515,78 @@ function M.sessions()
   end)
 end
 
-function M.load_session(id)
-  S.client:request('session/load', { sessionId = id }, function(err, res)
-    if err then
-      notify('could not resume the session: ' .. rpc.format_error(err), vim.log.levels.ERROR)
-      return
-    end
-    S.session = { sessionId = res.sessionId, model = res.model, mode = res.mode, cwd = res.cwd }
-    S.running = res.state == 'running'
+--- Resume a session: fetch the newest page of its history, then each older page its `cursor`
+--- names, and draw the whole history once, oldest first. Each page's head (model, mode, state,
+--- pending) is current, so the last page fetched sets them. Events of the session that arrive
+--- while older pages load are held back and replayed after the history is drawn. If a later
+--- page fails (or the server repeats a cursor, or there are more than pages.MAX_PAGES pages),
+--- the pages that came are shown and an error says what is missing.
+---@param id string the sessionId to resume
+---@param opts? { max_pages?: integer }
+function M.load_session(id, opts)
+  opts = opts or {}
+  if not S.client then
+    notify('the server is not running, so the session cannot be resumed; :Tandem restart.', vim.log.levels.ERROR)
+    return
+  end
+  S.load_gen = S.load_gen + 1
+  S.loading = nil -- a load still in flight is superseded
+  local gen, load_gen = S.gen, S.load_gen
+  local acc = pages.new(opts.max_pages)
+  local last ---@type table? the newest-in-time result: the last page fetched
+
+  local function current()
+    return gen == S.gen and load_gen == S.load_gen
+  end
+
+  ---@param problem string? why older history is missing, if it is
+  local function finish(problem)
+    local held = S.loading and S.loading.events or {}
+    S.loading = nil
+    S.session = { sessionId = last.sessionId, model = last.model, mode = last.mode, cwd = last.cwd }
+    S.running = last.state == 'running'
     approval().clear()
-    ui().load_history(res)
-    for _, p in ipairs(res.pending or {}) do
+    ui().load_history(vim.tbl_extend('force', last, { messages = pages.assemble(acc.pages) }))
+    if problem then
+      ui().line('! ' .. problem, 'ErrorMsg')
+      notify(problem, vim.log.levels.ERROR)
+    end
+    for _, p in ipairs(last.pending or {}) do
       if p.type == 'questionAsked' then
         approval().question(p)
       else
         approval().request(p)
       end
     end
-  end)
+    for _, ev in ipairs(held) do
+      on_event(ev)
+    end
+  end
+
+  ---@param cursor string? nil for the newest page
+  local function fetch(cursor)
+    S.client:request('session/load', { sessionId = id, cursor = cursor }, function(err, res)
+      if not current() then
+        return -- superseded by another load, a new session or a restart
+      end
+      if err then
+        if last == nil then
+          notify('could not resume the session: ' .. rpc.format_error(err), vim.log.levels.ERROR)
+          return
+        end
+        return finish(('could not load the history before cursor %q: %s; older messages are not shown')
+          :format(cursor, rpc.format_error(err)))
+      end
+      last = res
+      S.loading = S.loading or { sessionId = res.sessionId, events = {} }
+      local next_cursor, problem = pages.add(acc, res)
+      if next_cursor then
+        return fetch(next_cursor)
+      end
+      finish(problem)
+    end)
+  end
+  fetch(nil)
 end
 
 function M.retry()
@@ -537,6 +602,8 @@ end
 function M.new_session()
   M.ensure(function()
     local gen = S.gen
+    S.load_gen = S.load_gen + 1 -- a resume still loading would otherwise switch away afterwards
+    S.loading = nil
     approval().clear()
     start_session(gen, function()
       S.running = false

@@ -4,6 +4,7 @@
 import MarkdownIt from 'markdown-it';
 import type { ChatItem, ChatMeta, Snapshot } from '../chatState';
 import type { Decision } from '../protocol';
+import { isTooLargeToEdit } from '../promptContext';
 
 declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): unknown; setState(s: unknown): void };
 const vscode = acquireVsCodeApi();
@@ -116,6 +117,13 @@ function renderTool(t: Extract<ChatItem, { type: 'tool' }>): HTMLElement {
   if (a) {
     const box = el('div', { class: 'approval', 'data-testid': 'approval' });
     box.append(el('div', { class: 'reason' }, a.reason));
+    // A cut proposal opens read-only: say so where the user decides, not only in the diff editor.
+    const readOnly = !!a.diff?.length && isTooLargeToEdit(a.reason);
+    if (readOnly && !a.resolved) {
+      box.append(
+        el('div', { class: 'read-only-note', 'data-testid': 'approval-read-only' }, 'This change cannot be edited before it is applied: its diff opens read-only. Allow or Deny it as proposed.'),
+      );
+    }
     if (a.command !== undefined) {
       box.append(el('div', { class: 'kv' }, el('span', {}, 'Command'), el('code', { 'data-testid': 'approval-command' }, a.command)));
       if (a.cwd) box.append(el('div', { class: 'kv' }, el('span', {}, 'Directory'), el('code', { 'data-testid': 'approval-cwd' }, a.cwd)));
@@ -123,7 +131,7 @@ function renderTool(t: Extract<ChatItem, { type: 'tool' }>): HTMLElement {
     for (const d of a.diff ?? []) {
       const row = el('div', { class: 'diff-file' }, el('code', {}, d.path + (d.oldText === null ? ' (new file)' : '')));
       // Only a pending proposal has a diff editor to open; afterwards the unified diff below remains.
-      if (!a.resolved) row.append(button('Open diff', 'open-diff', () => vscode.postMessage({ type: 'openDiff', requestId: a.requestId, path: d.path }), 'secondary'));
+      if (!a.resolved) row.append(button(readOnly ? 'Open diff (read-only)' : 'Open diff', 'open-diff', () => vscode.postMessage({ type: 'openDiff', requestId: a.requestId, path: d.path }), 'secondary'));
       box.append(row);
       const det = el('details', { class: 'unified' }, el('summary', {}, 'Unified diff'), el('pre', {}, d.unified));
       box.append(det);

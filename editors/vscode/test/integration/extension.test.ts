@@ -374,6 +374,68 @@ describe('the extension in a fake VS Code host', () => {
     assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), []);
   });
 
+  test('a change too large to show in full opens read-only, and allowing it sends no editedContent', async () => {
+    // A window big enough for the model to take 7 MiB, as the server's own limit tests do.
+    const cfg = path.join(tempDir('tandem-ext-cfg-big-'), 'tandem.toml');
+    fs.writeFileSync(cfg, llm.config().replace('context_window = 128000', 'context_window = 100000000'));
+    const { view, ws } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfg });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    // 7 MiB of new file: its approval would carry it three times, over the server's 6 MiB cap, so it is cut.
+    const content = Array.from({ length: (7 * 1024 * 1024) / 64 }, (_, i) => `${String(i).padStart(63)}\n`).join('');
+    llm.enqueue({ steps: [call('call_big', 'write_file', { path: 'big.txt', content }, 1)] }, { steps: [say('Written.')] });
+    view.send({ type: 'prompt', text: 'write the big file' });
+    await waitFor(() => fake.executed.some((e) => e.id === 'vscode.diff'), 20_000, 'the diff editor');
+    const [, right, title] = fake.executed.find((e) => e.id === 'vscode.diff')!.args as [Uri, Uri, string];
+    assert.match(title, /read-only/);
+    assert.equal(fake.fileSystems.get('tandem-proposed').stat(right).permissions, 1, 'VS Code opens the proposal read-only');
+    const card = viewItems(view).find((i) => i.type === 'tool');
+    assert.match(card.approval.reason, /too large to show in full/);
+    assert.ok(fake.messages.some((m) => m.level === 'warning' && /cannot be edited before it is applied/.test(m.text)), 'the user is told why');
+    // Even if the document changed (VS Code would not let it), no edited version goes to the server.
+    const doc = fake.textDocuments.find((d) => d.uri.toString() === right.toString()) as FakeDocument;
+    assert.match(doc.getText(), /bytes not shown/, 'what is shown is the cut proposal');
+    doc.setText('mine\n');
+    await fake.commands.get('tandem.approve')!(right);
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'tool' && i.status === 'completed'), 20_000, 'the turn to finish');
+    const approves = sentOf('approve');
+    assert.equal(approves.length, 1);
+    assert.equal(approves[0].params.editedContent, undefined, 'a cut proposal is approved as proposed');
+    assert.ok(fs.readFileSync(path.join(ws, 'big.txt'), 'utf8') === content, 'the whole change is written, not the cut or the edit');
+    assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), []);
+  });
+
+  test('resuming a session whose history comes in pages shows all of it, oldest first', async () => {
+    const cfg = path.join(tempDir('tandem-ext-cfg-pages-'), 'tandem.toml');
+    fs.writeFileSync(cfg, llm.config().replace('context_window = 128000', 'context_window = 100000000'));
+    const first = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfg });
+    first.view.send({ type: 'ready' });
+    await waitFor(() => idle(first.view), 10_000, 'ready');
+    // Six prompts of 3 MiB: 18 MiB of history, more than one 16 MiB frame holds.
+    const prompts = Array.from({ length: 6 }, (_, i) => `prompt ${i} ` + String.fromCharCode(97 + i).repeat(3 * 1024 * 1024));
+    for (const [i, text] of prompts.entries()) {
+      llm.enqueue({ steps: [say(`answer ${i}`)] });
+      first.view.send({ type: 'prompt', text });
+      await waitFor(() => idle(first.view) && viewItems(first.view).some((it) => it.type === 'assistant' && it.text === `answer ${i}`), 30_000, `turn ${i}`);
+    }
+    const stored = viewMeta(first.view).sessionId;
+    await ext.deactivate();
+
+    const second = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfg }, { ws: first.ws });
+    second.view.send({ type: 'ready' });
+    fake.quickPickAnswers.push((items) => items.find((i: any) => i.sessionId === stored));
+    await fake.commands.get('tandem.sessions')!();
+    const loads = sentOf('session/load');
+    assert.ok(loads.length >= 2, `the history came in pages: ${loads.length} session/load`);
+    assert.equal(loads[0].params.cursor, undefined, 'the newest page first');
+    assert.ok(loads.slice(1).every((l) => typeof l.params.cursor === 'string'), 'then each older page by its cursor');
+    const expected = prompts.flatMap((p, i) => [p, `answer ${i}`]);
+    const shown = viewItems(second.view).map((i) => i.text);
+    assert.equal(shown.length, expected.length, 'every message of every page');
+    assert.ok(shown.every((t, i) => t === expected[i]), 'in order, oldest first');
+    assert.equal(viewMeta(second.view).sessionId, stored);
+  });
+
   test('deny with a reason from the command; the shell card shows command and cwd', async () => {
     const { view, ws } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
     view.send({ type: 'ready' });

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fake, type FakeDocument, type Uri } from '../fakeVscode';
-import { DiffReview, proposedUri, requestIdOf } from '../../src/diffReview';
+import { DiffReview, proposedUri, READ_ONLY_NOTICE, requestIdOf } from '../../src/diffReview';
 import * as vscode from 'vscode';
 
 test('proposed URIs round-trip the request id and keep the file name', () => {
@@ -45,6 +45,43 @@ test('open, edit, read back and close a review', async () => {
   await assert.rejects(review.open('r1'), /no longer pending/);
   await review.closeAll();
   assert.equal(fake.tabs.length, 0);
+  review.dispose();
+  fs.rmSync(ws, { recursive: true, force: true });
+});
+
+test('a proposal too large to show in full opens read-only and never yields an edited version', async () => {
+  fake.reset();
+  const ws = fs.mkdtempSync(path.join(os.tmpdir(), 'tandem-dr-'));
+  fs.writeFileSync(path.join(ws, 'big.txt'), 'old\n');
+  const review = new DiffReview();
+  review.add('cut', ws, [{ path: 'big.txt', oldText: 'old\n', newText: 'head\n[tandem: 9 bytes not shown]', unified: '' }], { readOnly: true });
+  review.add('whole', ws, [{ path: 'small.txt', oldText: null, newText: 'small\n', unified: '' }]);
+  assert.equal(review.isReadOnly('cut'), true);
+  assert.equal(review.isReadOnly('whole'), false);
+  await review.open('cut');
+  await review.open('cut');
+  await review.open('whole');
+  const diffs = fake.executed.filter((e) => e.id === 'vscode.diff').map((e) => e.args as [Uri, Uri, string]);
+  assert.match(diffs[0][2], /read-only/);
+  assert.doesNotMatch(diffs[0][2], /\(editable\)/);
+  assert.match(diffs[2][2], /\(editable\)/);
+  // VS Code opens a file read-only when its provider's stat says so.
+  const fsp = fake.fileSystems.get('tandem-proposed');
+  assert.equal(fsp.stat(diffs[0][1]).permissions, vscode.FilePermission.Readonly);
+  assert.equal(fsp.stat(diffs[2][1]).permissions, undefined, 'a whole proposal stays editable');
+  assert.throws(() => fsp.writeFile(diffs[0][1], Buffer.from('mine')), /NoPermissions/);
+  const warned = fake.messages.filter((m) => m.text === READ_ONLY_NOTICE);
+  assert.equal(warned.length, 1, 'the user is told once why the proposal cannot be edited');
+  assert.match(READ_ONLY_NOTICE, /cannot be edited before it is applied/);
+  // Even a document changed behind the read-only flag is not sent back as editedContent.
+  const doc = fake.textDocuments.find((d) => d.uri.toString() === diffs[0][1].toString()) as FakeDocument;
+  doc.setText('mine\n');
+  assert.equal(review.edited('cut'), undefined);
+  const small = fake.textDocuments.find((d) => d.uri.toString() === diffs[2][1].toString()) as FakeDocument;
+  small.setText('mine\n');
+  assert.equal(review.edited('whole'), 'mine\n');
+  await review.closeAll();
+  assert.equal(fake.tabs.length, 0, 'closing does not try to save into the read-only provider');
   review.dispose();
   fs.rmSync(ws, { recursive: true, force: true });
 });

@@ -1,7 +1,7 @@
 // Unit tests of the prompt helpers: the selection attached as context, and when edited content is sent.
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { editedContent, formatExit, promptWithSelection } from '../../src/promptContext';
+import { editedContent, formatExit, isTooLargeToEdit, promptWithSelection } from '../../src/promptContext';
 
 test('the selection is attached in a fenced block naming the file and lines', () => {
   const out = promptWithSelection('explain', { path: 'src/a.ts', languageId: 'typescript', startLine: 3, endLine: 5, text: 'const a = 1;' });
@@ -28,4 +28,16 @@ test('edited content is sent only when the user changed the proposal', () => {
 test('exit descriptions name the signal or the code', () => {
   assert.equal(formatExit(null, 'SIGKILL'), 'signal SIGKILL');
   assert.equal(formatExit(2, null), 'exit code 2');
+});
+
+test('a proposal whose reason says it is too large to show in full is not editable', () => {
+  // The reason as the server writes it for a cut approval (protocol.md, approvalRequested).
+  const cut =
+    'write_file changes a file in the workspace. The change is too large to show in full: parts of it are cut, each cut says how much it leaves out. Approve or deny it as proposed; it cannot be edited before it is applied.';
+  assert.equal(isTooLargeToEdit(cut), true);
+  assert.equal(isTooLargeToEdit('Too large to show in full'), true, 'the case of the sentence does not matter');
+  assert.equal(isTooLargeToEdit('write_file changes a file in the workspace'), false);
+  assert.equal(isTooLargeToEdit('the file is too large'), false, 'only the sentence itself marks a cut proposal');
+  assert.equal(isTooLargeToEdit(''), false);
+  assert.equal(isTooLargeToEdit(undefined), false);
 });
