@@ -847,5 +847,19 @@ async fn the_builtin_scripted_model_plays_a_full_turn() {
     let written = std::fs::read_to_string(ws.path().join("tandem-demo.md")).unwrap();
     assert!(written.contains("You asked: show me"));
     assert!(!t.events_of_type(&sid, "assistantDelta").is_empty());
+    // The demo's last words tell an editor user how to set up a real model from the editor, not
+    // only with a command-line flag.
+    let answer: String = t
+        .events_of_type(&sid, "assistantDelta")
+        .iter()
+        .filter_map(|e| e["text"].as_str().map(str::to_owned))
+        .collect();
+    let last_line = answer.lines().last().unwrap_or_default();
+    for needle in ["tandem: Configure model…", "config_file", "env", "--config"] {
+        assert!(
+            last_line.contains(needle),
+            "the demo's last line names {needle:?}: {last_line}"
+        );
+    }
     t.shutdown().await;
 }
