@@ -42,7 +42,8 @@ pub fn resolve_binary(explicit: Option<PathBuf>) -> Result<PathBuf> {
         if !path.is_file() {
             return Err(format!("the tandem binary {} does not exist", path.display()).into());
         }
-        return Ok(path);
+        // Absolute, because the benchmarks spawn it from their own temp working directories.
+        return Ok(path.canonicalize()?);
     }
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let target = target_dir();
@@ -245,10 +246,17 @@ impl PeakSampler {
     /// The sampled peak, raised to the root's own high-water mark (`VmHWM`) in case its peak
     /// fell between two samples.
     pub fn finish(self) -> Result<u64> {
+        let (sampled, own_peak) = self.finish_parts()?;
+        Ok(sampled.max(own_peak))
+    }
+
+    /// The sampled peak of the whole tree and the root's own `VmHWM`, apart, for a report that
+    /// gives both (the root must still be alive).
+    pub fn finish_parts(self) -> Result<(u64, u64)> {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let sampled = self.thread.join().map_err(|_| "the RSS sampler panicked")?;
         let own_peak = status_kib(self.root, "VmHWM")?;
-        Ok(sampled.max(own_peak))
+        Ok((sampled, own_peak))
     }
 }
 

@@ -2,7 +2,7 @@
 //! app-server, ripgrep, an in-process floor, a raw rusqlite read), printed as one table of
 //! ratios with the target each must meet.
 //!
-//! `cargo run --release --example bench -- [all|codex|grep|fanout|load|core|persistence] [--bin PATH]`
+//! `cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|core|persistence] [--bin PATH]`
 //! installs the anchors into `<target>/bench-tools` when missing. `examples/bench/README.md`
 //! describes each method. A missed target is a table entry, not an error; the exit code is
 //! non-zero only when a measurement fails.
@@ -12,6 +12,7 @@ mod codex;
 mod common;
 mod core;
 mod fanout;
+mod floods;
 mod grep;
 mod load;
 mod mock;
@@ -22,13 +23,15 @@ use std::process::ExitCode;
 
 use common::{machine, print_table, progress, resolve_binary, Result, Row};
 
-const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|grep|fanout|load|core|persistence]... [--bin PATH]
+const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|core|persistence]... [--bin PATH]
 
   all     everything below (the default)
   codex   cold start, memory and a full turn beside Codex app-server (npm @openai/codex)
   grep    the grep tool beside ripgrep 14+ on a generated corpus of a few hundred MB
   fanout  16 read_file calls in one assistant message beside 16 sequential ones
   load    50 concurrent sessions streaming paced deltas
+  floods  peak memory under hostile floods (200 MB of shell output to a stalled client, a 300 MB
+          answer, 100 MB of tool-call arguments, read_file of a 1.5 GB line, 3,000 steers)
   core    event latency and resume (also cold start, idle memory and persistence beside their floors)
   persistence
           only the persistence comparison of core (a 200-delta turn with and without the store)
@@ -42,15 +45,17 @@ enum Part {
     Grep,
     Fanout,
     Load,
+    Floods,
     Core,
     Persistence,
 }
 
-const ALL: [Part; 5] = [
+const ALL: [Part; 6] = [
     Part::Codex,
     Part::Grep,
     Part::Fanout,
     Part::Load,
+    Part::Floods,
     Part::Core,
 ];
 
@@ -76,6 +81,7 @@ fn parse_args() -> Result<(Vec<Part>, Option<PathBuf>)> {
             "grep" => parts.push(Part::Grep),
             "fanout" => parts.push(Part::Fanout),
             "load" => parts.push(Part::Load),
+            "floods" => parts.push(Part::Floods),
             "core" => parts.push(Part::Core),
             "persistence" => parts.push(Part::Persistence),
             "--bin" => bin = Some(PathBuf::from(args.next().ok_or("--bin needs a path")?)),
@@ -159,6 +165,11 @@ fn run() -> Result<()> {
             }
             Part::Load => {
                 let figures = load::measure(&bin, &runtime)?;
+                rows.extend(figures.rows());
+                notes.push(figures.note());
+            }
+            Part::Floods => {
+                let figures = floods::measure(&bin, &runtime)?;
                 rows.extend(figures.rows());
                 notes.push(figures.note());
             }

@@ -37,6 +37,23 @@ pub enum Reply {
     ToolCalls(Vec<(String, String, String)>),
     /// A final text in one delta.
     Text(String),
+    /// A hostile answer far larger than any real one, streamed in pieces (the floods benchmark).
+    Flood(Flood),
+}
+
+/// What a flooding answer streams: `bytes` in all, `piece` bytes an event.
+#[derive(Clone)]
+pub enum Flood {
+    /// Text deltas.
+    Text { bytes: usize, piece: usize },
+    /// One tool call whose arguments (`{"path":…,"content":"aaaa…`) are streamed piece by piece.
+    ToolArguments {
+        id: String,
+        name: String,
+        path: String,
+        bytes: usize,
+        piece: usize,
+    },
 }
 
 /// Decides the reply from the request body.
@@ -56,6 +73,7 @@ pub struct MockLlm {
     pub base_url: String,
     send_times: mpsc::UnboundedReceiver<(String, Vec<Instant>)>,
     requests: Arc<std::sync::atomic::AtomicUsize>,
+    flooded: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl MockLlm {
@@ -73,11 +91,17 @@ impl MockLlm {
         let base_url = format!("http://{}/v1", listener.local_addr()?);
         let (tx, send_times) = mpsc::unbounded_channel();
         let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        tokio::spawn(accept_loop(listener, tx, wire, brain, requests.clone()));
+        let flooded = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counters = Counters {
+            requests: requests.clone(),
+            flooded: flooded.clone(),
+        };
+        tokio::spawn(accept_loop(listener, tx, wire, brain, counters));
         Ok(MockLlm {
             base_url,
             send_times,
             requests,
+            flooded,
         })
     }
 
@@ -99,6 +123,19 @@ impl MockLlm {
     pub fn requests(&self) -> usize {
         self.requests.load(std::sync::atomic::Ordering::Relaxed)
     }
+
+    /// Bytes of `Reply::Flood` answers written into the socket so far (all connections): how
+    /// much of a flood got out before tandem hung up.
+    pub fn flooded_bytes(&self) -> usize {
+        self.flooded.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// What the connections count for `MockLlm`.
+#[derive(Clone)]
+struct Counters {
+    requests: Arc<std::sync::atomic::AtomicUsize>,
+    flooded: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 async fn accept_loop(
@@ -106,14 +143,14 @@ async fn accept_loop(
     tx: mpsc::UnboundedSender<(String, Vec<Instant>)>,
     wire: Wire,
     brain: Brain,
-    requests: Arc<std::sync::atomic::AtomicUsize>,
+    counters: Counters,
 ) {
     while let Ok((stream, _)) = listener.accept().await {
         let tx = tx.clone();
         let brain = brain.clone();
-        let requests = requests.clone();
+        let counters = counters.clone();
         tokio::spawn(async move {
-            match serve_connection(stream, wire, &brain, &requests).await {
+            match serve_connection(stream, wire, &brain, &counters).await {
                 Ok(Some(times)) => {
                     let _ = tx.send(times);
                 }
@@ -129,7 +166,7 @@ async fn serve_connection(
     mut stream: TcpStream,
     wire: Wire,
     brain: &Brain,
-    requests: &std::sync::atomic::AtomicUsize,
+    counters: &Counters,
 ) -> Result<Option<(String, Vec<Instant>)>> {
     // Without NODELAY, Nagle would hold small chunks back and the figures would measure it.
     stream.set_nodelay(true)?;
@@ -146,7 +183,9 @@ async fn serve_connection(
     }
     let request: Value = serde_json::from_slice(&body)
         .map_err(|e| format!("the model request body is not JSON ({e}); is it compressed?"))?;
-    requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    counters
+        .requests
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let reply = brain(&request);
     stream
         .write_all(
@@ -161,6 +200,12 @@ async fn serve_connection(
         (Wire::ChatCompletions, Reply::TaggedDeltas(shape, tag)) => {
             let times = stream_deltas(&mut stream, shape, &format!("{tag}:")).await?;
             Some((tag, times))
+        }
+        (Wire::ChatCompletions, Reply::Flood(flood)) => {
+            // tandem hangs up once a cap is reached: a failed write is the expected end here,
+            // not a mock failure.
+            let _ = stream_flood(&mut stream, &flood, &counters.flooded).await;
+            return Ok(None);
         }
         (Wire::ChatCompletions, reply) => {
             stream.write_all(chat_events(&reply).as_bytes()).await?;
@@ -265,6 +310,70 @@ async fn stream_deltas(
     Ok(times)
 }
 
+/// Streams a flood as chat-completion chunks, then the finish and `[DONE]` if tandem is still
+/// reading by then. Each event is built once and written many times, so the mock itself stays
+/// small whatever the size of the flood. `flooded` counts the payload bytes (text or argument
+/// characters) of the pieces written, so a benchmark can say how much got out before the cut.
+async fn stream_flood(
+    stream: &mut TcpStream,
+    flood: &Flood,
+    flooded: &std::sync::atomic::AtomicUsize,
+) -> Result<()> {
+    let (first, repeated, total, piece, finish) = match flood {
+        Flood::Text { bytes, piece } => (
+            chat_chunk(json!({"role": "assistant", "content": ""}), None),
+            chat_chunk(json!({"content": "a".repeat(*piece)}), None),
+            *bytes,
+            *piece,
+            "stop",
+        ),
+        Flood::ToolArguments {
+            id,
+            name,
+            path,
+            bytes,
+            piece,
+        } => (
+            chat_chunk(
+                json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": id,
+                    "type": "function", "function": {"name": name,
+                    "arguments": format!("{{\"path\":\"{path}\",\"content\":\"")}}]}),
+                None,
+            ),
+            chat_chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": "a".repeat(*piece)}}]}),
+                None,
+            ),
+            *bytes,
+            *piece,
+            "tool_calls",
+        ),
+    };
+    stream.write_all(first.as_bytes()).await?;
+    for _ in 0..total.div_ceil(piece.max(1)) {
+        stream.write_all(repeated.as_bytes()).await?;
+        flooded.fetch_add(piece, std::sync::atomic::Ordering::Relaxed);
+    }
+    if let Flood::ToolArguments { .. } = flood {
+        stream
+            .write_all(
+                chat_chunk(
+                    json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"}"}}]}),
+                    None,
+                )
+                .as_bytes(),
+            )
+            .await?;
+    }
+    stream
+        .write_all(chat_chunk(json!({}), Some(finish)).as_bytes())
+        .await?;
+    stream.write_all(b"data: [DONE]\n\n").await?;
+    stream.flush().await?;
+    stream.shutdown().await?;
+    Ok(())
+}
+
 fn chat_chunk(delta: Value, finish: Option<&str>) -> String {
     let chunk = json!({
         "id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
@@ -291,8 +400,8 @@ fn chat_events(reply: &Reply) -> String {
             }
             "tool_calls"
         }
-        Reply::Deltas(_) | Reply::TaggedDeltas(..) => {
-            unreachable!("delta streams are written by stream_deltas")
+        Reply::Deltas(_) | Reply::TaggedDeltas(..) | Reply::Flood(_) => {
+            unreachable!("delta streams and floods are written by stream_deltas and stream_flood")
         }
     };
     out.push_str(&chat_chunk(json!({}), Some(finish)));
@@ -354,7 +463,7 @@ fn responses_events(reply: &Reply) -> String {
                 out.push_str(&responses_event(json!({"type": "response.output_item.done", "output_index": index, "item": item})));
             }
         }
-        Reply::Deltas(_) | Reply::TaggedDeltas(..) => {
+        Reply::Deltas(_) | Reply::TaggedDeltas(..) | Reply::Flood(_) => {
             unreachable!("the Responses mock serves scripted turns only")
         }
     }

@@ -22,6 +22,36 @@ pub struct RpcChild {
     stderr_path: PathBuf,
     next_id: u64,
     name: &'static str,
+    gate: std::sync::Arc<ReadGate>,
+}
+
+/// Lets a benchmark play an editor that stops reading the server's stdout for a while: the
+/// stdout thread waits here before each line while the gate is closed.
+#[derive(Default)]
+pub struct ReadGate {
+    closed: std::sync::Mutex<bool>,
+    changed: std::sync::Condvar,
+}
+
+impl ReadGate {
+    fn set_closed(&self, closed: bool) {
+        if let Ok(mut state) = self.closed.lock() {
+            *state = closed;
+        }
+        self.changed.notify_all();
+    }
+
+    fn wait_open(&self) {
+        let Ok(mut closed) = self.closed.lock() else {
+            return;
+        };
+        while *closed {
+            closed = match self.changed.wait(closed) {
+                Ok(guard) => guard,
+                Err(_) => return,
+            };
+        }
+    }
 }
 
 impl RpcChild {
@@ -39,9 +69,11 @@ impl RpcChild {
         let stdin = child.stdin.take().ok_or("stdin was not piped")?;
         let stdout = child.stdout.take().ok_or("stdout was not piped")?;
         let (tx, lines) = mpsc::unbounded_channel();
+        let gate = std::sync::Arc::new(ReadGate::default());
+        let pump_gate = gate.clone();
         std::thread::Builder::new()
             .name(format!("{name}-stdout"))
-            .spawn(move || pump_lines(stdout, tx))?;
+            .spawn(move || pump_lines(stdout, tx, &pump_gate))?;
         Ok(RpcChild {
             child,
             stdin: Some(stdin),
@@ -49,7 +81,18 @@ impl RpcChild {
             stderr_path,
             next_id: 1,
             name,
+            gate,
         })
+    }
+
+    /// Stops reading stdout (after at most the line being read), as a stalled editor would:
+    /// the server's writes back up into the pipe.
+    pub fn pause_reading(&self) {
+        self.gate.set_closed(true);
+    }
+
+    pub fn resume_reading(&self) {
+        self.gate.set_closed(false);
     }
 
     pub fn pid(&self) -> u32 {
@@ -165,9 +208,10 @@ impl Drop for RpcChild {
     }
 }
 
-fn pump_lines(stdout: ChildStdout, tx: mpsc::UnboundedSender<(Instant, String)>) {
+fn pump_lines(stdout: ChildStdout, tx: mpsc::UnboundedSender<(Instant, String)>, gate: &ReadGate) {
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     loop {
+        gate.wait_open();
         let mut line = String::new();
         match reader.read_line(&mut line) {
             Ok(0) | Err(_) => break,
