@@ -298,4 +298,20 @@ function h.ctx()
   return ctx
 end
 
+--- Where screen captures go: test-artifacts/nvim-<version>/ in the plugin's tree (gitignored; CI
+--- keeps the files it leaves in the tree, and README.md lists them).
+function h.artifacts_dir()
+  local v = vim.version()
+  local dir = ('%s/test-artifacts/nvim-%d.%d.%d'):format(h.root, v.major, v.minor, v.patch)
+  vim.fn.mkdir(dir, 'p')
+  return dir
+end
+
+--- Keep a screen capture (or any text) as a test artifact; returns its path.
+function h.artifact(name, text)
+  local path = h.artifacts_dir() .. '/' .. name
+  h.write(path, text)
+  return path
+end
+
 return h

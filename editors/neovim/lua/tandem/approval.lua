@@ -5,6 +5,7 @@
 -- server's job when no client answers, not ours).
 local config = require('tandem.config')
 local diff = require('tandem.diff')
+local window = require('tandem.window')
 
 local M = {}
 
@@ -229,27 +230,88 @@ function M.edit(ev)
       end
     end,
   })
-  vim.api.nvim_open_win(b, true, { split = 'above', win = -1 })
+  local win = vim.api.nvim_open_win(b, true, { split = 'above', win = -1 })
+  window.safe(win, {
+    winbar = ('tandem: edit the proposal for %s · :w approves your version · :q! back to the approval')
+      :format((entry.path or 'the file'):gsub('%%', '%%%%')),
+  })
   tandem().notify(('edit the proposed %s, then :w to approve your version (:q! goes back to the approval).'):format(entry.path or 'content'))
   return b
 end
 
-local function map_decision_keys(b, ev, after_hide)
+--- Refresh what the float knows about its own scrolling: the furthest line that has been on
+--- screen, and the footer that counts the lines still hidden above and below.
+function M.update_view()
+  if not (view and vim.api.nvim_win_is_valid(view.win)) then
+    return
+  end
+  local above, below = window.hidden(view.win)
+  local last = vim.api.nvim_buf_line_count(view.buf)
+  view.seen = math.max(view.seen or 0, last - below)
+  view.hidden_above, view.hidden_below = above, below
+  local footer = ''
+  if below > 0 then
+    footer = (' ↓ %d more line%s below: j, <C-d> or G to read them (%s approves only after that) ')
+      :format(below, below == 1 and '' or 's', keys().once or 'y')
+  elseif above > 0 then
+    footer = (' ↑ %d line%s above ' ):format(above, above == 1 and '' or 's')
+  end
+  view.footer = footer
+  if config.options.approval.border ~= 'none' then
+    pcall(vim.api.nvim_win_set_config, view.win, { footer = footer, footer_pos = 'center' })
+  end
+end
+
+--- Lines of the float never yet on screen (0 once the user has scrolled to its end).
+---@return integer
+function M.unseen()
+  if not (view and vim.api.nvim_win_is_valid(view.win)) then
+    return 0
+  end
+  M.update_view()
+  return vim.api.nvim_buf_line_count(view.buf) - view.seen
+end
+
+--- The approval gate of the float: an approving key does nothing but scroll while some line of
+--- the proposal has never been on screen, so nothing can be approved unseen.
+---@return boolean ok true when every line has been shown
+local function all_seen()
+  local n = M.unseen()
+  if n <= 0 then
+    return true
+  end
+  vim.api.nvim_win_call(view.win, function()
+    vim.cmd('normal! \4')
+  end)
+  M.update_view()
+  tandem().notify(('%d line%s of this proposal %s not been on screen yet, so nothing was approved: the float scrolled '
+    .. 'down; read to the end (G jumps there), then press the key again.'):format(n, n == 1 and '' or 's', n == 1 and 'has' or 'have'),
+    vim.log.levels.WARN)
+  return false
+end
+
+--- Map the decision keys in buffer b. gated: approving keys first require every line seen (the float).
+local function map_decision_keys(b, ev, after_hide, gated, edited)
   local k = keys()
   local function map(lhs, fn)
     if lhs then
       vim.keymap.set('n', lhs, fn, { buffer = b, nowait = true, silent = true })
     end
   end
-  map(k.once, function()
-    decide(ev, 'once')
-  end)
-  map(k.always_tool, function()
-    decide(ev, 'alwaysTool')
-  end)
-  map(k.always_command, function()
-    always_command(ev)
-  end)
+  local function approving(decision)
+    return function()
+      if gated and not all_seen() then
+        return
+      end
+      if decision == 'alwaysCommand' then
+        return always_command(ev)
+      end
+      decide(ev, decision, nil, edited and edited() or nil)
+    end
+  end
+  map(k.once, approving('once'))
+  map(k.always_tool, approving('alwaysTool'))
+  map(k.always_command, approving('alwaysCommand'))
   map(k.deny, function()
     deny_with_reason(ev)
   end)
@@ -307,12 +369,12 @@ function M.show()
     width = math.max(width, vim.fn.strdisplaywidth(l) + 1)
   end
   width = math.min(width, math.floor(vim.o.columns * c.max_width))
-  local height = math.min(#lines, math.floor((vim.o.lines - 2) * c.max_height))
+  local max_height = math.max(1, math.floor((vim.o.lines - 2) * c.max_height))
   local win = vim.api.nvim_open_win(b, true, {
     relative = 'editor',
     width = width,
-    height = math.max(height, 1),
-    row = math.floor((vim.o.lines - height) / 2) - 1,
+    height = math.max(1, math.min(#lines, max_height)),
+    row = 1,
     col = math.floor((vim.o.columns - width) / 2),
     border = c.border,
     title = ' ' .. (ev.title or 'approval') .. ' ',
@@ -320,13 +382,30 @@ function M.show()
     style = 'minimal',
     zindex = 60,
   })
-  vim.wo[win].wrap = true
-  vim.wo[win].cursorline = false
-  view = { ev = ev, win = win, buf = b }
+  -- The float is opened from wherever the cursor is (often the chat): nothing of that window's
+  -- folds or conceal may apply here.
+  window.safe(win, { wrap = true, linebreak = false, cursorline = false })
+  -- Wrapped lines take more than one row each: size the float by the rows its text needs.
+  local rows = vim.api.nvim_win_text_height(win, {}).all
+  local height = math.max(1, math.min(rows, max_height))
+  vim.api.nvim_win_set_config(win, {
+    relative = 'editor',
+    row = math.max(0, math.floor((vim.o.lines - height) / 2) - 1),
+    col = math.floor((vim.o.columns - width) / 2),
+    height = height,
+  })
+  view = { ev = ev, win = win, buf = b, seen = 0 }
+  M.update_view()
+  vim.api.nvim_create_autocmd({ 'WinScrolled', 'CursorMoved' }, {
+    buffer = b,
+    callback = function()
+      M.update_view()
+    end,
+  })
   map_decision_keys(b, ev, function()
     close_float()
     tandem().notify('approval hidden, still pending: :Tandem approvals shows it again.')
-  end)
+  end, true)
   vim.keymap.set('n', keys().diff or 'd', function()
     M.split_diff(ev)
   end, { buffer = b, nowait = true, silent = true })

@@ -112,10 +112,17 @@ function M.open_split(entry)
     pcall(vim.api.nvim_buf_delete, scratch_win_buf, { force = true })
   end
   vim.cmd('diffthis')
+  local old_win = vim.api.nvim_get_current_win()
   vim.cmd('vertical rightbelow split')
   vim.api.nvim_win_set_buf(0, new_buf)
   vim.cmd('diffthis')
-  return tab, old_buf, new_buf
+  local new_win = vim.api.nvim_get_current_win()
+  -- :diffthis folds unchanged text (foldmethod=diff) and the tab's first window came from the
+  -- float or the chat: show every line instead, keeping only the diff's synchronized scrolling.
+  for _, win in ipairs({ old_win, new_win }) do
+    require('tandem.window').safe(win, { scrollbind = true, cursorbind = true, wrap = false })
+  end
+  return tab, old_buf, new_buf, old_win, new_win
 end
 
 return M

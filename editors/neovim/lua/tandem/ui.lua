@@ -492,7 +492,12 @@ local function fold_levels()
   return levels
 end
 
+--- The chat's 'foldexpr'. It reads only the chat buffer: evaluated for any other buffer (a window
+--- opened from the chat, or another buffer shown in the chat window) it folds nothing.
 function M.foldexpr(lnum)
+  if not valid() or vim.api.nvim_get_current_buf() ~= buf then
+    return '0'
+  end
   return fold_levels()[lnum or vim.v.lnum] or '0'
 end
 
@@ -501,18 +506,24 @@ function M.foldtext()
   return ('▸ reasoning (%d lines, zo opens)'):format(n - 1)
 end
 
+--- Window options of a chat window. They are set with :setlocal semantics (scope = 'local'), so
+--- they stay with the chat buffer: a window opened from the chat on another buffer (the approval
+--- float, the edit buffer, the diff split) starts from the global values, never the chat's folds.
 local function setup_window(win)
-  vim.wo[win].wrap = true
-  vim.wo[win].linebreak = true
-  vim.wo[win].number = false
-  vim.wo[win].relativenumber = false
-  vim.wo[win].signcolumn = 'no'
+  local function set(name, value)
+    vim.api.nvim_set_option_value(name, value, { win = win, scope = 'local' })
+  end
+  set('wrap', true)
+  set('linebreak', true)
+  set('number', false)
+  set('relativenumber', false)
+  set('signcolumn', 'no')
   if config.options.chat.fold_reasoning ~= false then
-    vim.wo[win].foldmethod = 'expr'
-    vim.wo[win].foldexpr = "v:lua.require'tandem.ui'.foldexpr(v:lnum)"
-    vim.wo[win].foldtext = "v:lua.require'tandem.ui'.foldtext()"
-    vim.wo[win].foldlevel = 0
-    vim.wo[win].foldenable = true
+    set('foldmethod', 'expr')
+    set('foldexpr', "v:lua.require'tandem.ui'.foldexpr(v:lnum)")
+    set('foldtext', "v:lua.require'tandem.ui'.foldtext()")
+    set('foldlevel', 0)
+    set('foldenable', true)
   end
 end
 
