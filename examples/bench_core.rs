@@ -16,6 +16,11 @@
 //!
 //! The measurements live in `examples/bench/core.rs` and are shared with the full suite
 //! (`cargo run --release --example bench`), which adds the comparisons with Codex and ripgrep.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark: its table and progress lines on the terminal are the point"
+)]
 
 // The shared modules also serve the full suite; this binary uses only part of them.
 #[allow(dead_code)]

@@ -3,6 +3,11 @@
 //! It drives the same session actor as the JSON-RPC face. Approvals and questions are asked on
 //! the terminal; when stdin is not a terminal nobody can answer, so approvals are denied (the
 //! default) unless `--yes` was given.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "the terminal face: printing the turn to the terminal is its job (tandem run has no protocol on stdout)"
+)]
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -72,7 +77,7 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
         );
     }
     // A terminal run keeps no store, but its config file is still the user's, not the agent's.
-    crate::permissions::protected::protect_own_files(config.source_path.as_deref(), None);
+    crate::workspace::protected::protect_own_files(config.source_path.as_deref(), None);
     let cwd = options.cwd.clone();
     let workspace = tokio::task::spawn_blocking(move || Workspace::open(vec![cwd]))
         .await?
@@ -194,6 +199,7 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
                     decision,
                     message,
                     edited_content: None,
+                    arguments_digest: None,
                     reply: Box::new(|_| {}),
                 });
             }

@@ -117,6 +117,10 @@ fn parse_mode(text: &str) -> Result<Mode, String> {
     }
 }
 
+#[allow(
+    clippy::print_stderr,
+    reason = "the binary's edge: an error that ends tandem before any face runs goes to the terminal"
+)]
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The sandbox helper runs before any runtime or thread exists: Landlock restricts only the

@@ -7,6 +7,12 @@
 //! describes each method. A missed target is a table entry, not an error; the exit code is
 //! non-zero only when a measurement fails.
 
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark: its table and progress lines on the terminal are the point"
+)]
+
 mod anchors;
 mod codex;
 mod common;

@@ -407,11 +407,13 @@ impl Bridge {
             }
             Event::ModelSwitched { to, warning, .. } => {
                 if let Some(handle) = self.handle() {
-                    let (mode, network) = {
-                        let state = lock(&handle.shared.state);
-                        (state.mode, state.allow_network)
-                    };
-                    let options = convert::config_options(&self.engine.config, to, mode, network);
+                    let settings = handle.shared.settings();
+                    let options = convert::config_options(
+                        &self.engine.config,
+                        to,
+                        settings.mode,
+                        settings.allow_network,
+                    );
                     self.send_update(acp::SessionUpdate::ConfigOptionUpdate(
                         acp::ConfigOptionUpdate::new(options),
                     ));
@@ -437,15 +439,13 @@ impl Bridge {
                     // The choice may come from another client of the same session; keep this
                     // client's option in step.
                     if let Some(handle) = self.handle() {
-                        let options = {
-                            let state = lock(&handle.shared.state);
-                            convert::config_options(
-                                &self.engine.config,
-                                &state.model,
-                                state.mode,
-                                state.allow_network,
-                            )
-                        };
+                        let settings = handle.shared.settings();
+                        let options = convert::config_options(
+                            &self.engine.config,
+                            &settings.model,
+                            settings.mode,
+                            settings.allow_network,
+                        );
                         self.send_update(acp::SessionUpdate::ConfigOptionUpdate(
                             acp::ConfigOptionUpdate::new(options),
                         ));
@@ -557,6 +557,7 @@ impl Bridge {
                 decision,
                 message,
                 edited_content: None,
+                arguments_digest: None,
                 reply: Box::new(|result| {
                     if let Err(e) = result {
                         tracing::debug!("approval not applied: {e}");

@@ -119,7 +119,7 @@ pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<
     let path = crate::store::default_database_path(data_dir.as_deref());
     // The agent may not edit tandem's own config or its permission store, by any path, also
     // when the edit would go through the editor (`fs/write_text_file`).
-    crate::permissions::protected::protect_own_files(config.source_path.as_deref(), Some(&path));
+    crate::workspace::protected::protect_own_files(config.source_path.as_deref(), Some(&path));
     let opening = tokio::task::spawn_blocking(move || Store::open(&path));
     let acp = Arc::new(Acp {
         engine: EngineContext::new(config),
@@ -461,7 +461,7 @@ impl Acp {
                     .complete_history()
                     .await
                     .map_err(|e| error(e.kind(), e.to_string(), Value::Null))?;
-                let history = lock(&handle.shared.state).history.clone();
+                let history = handle.shared.history_snapshot();
                 for update in convert::replay(&handle.shared.workspace, &history, &|t| {
                     bridge.notice_update(t)
                 }) {
@@ -523,7 +523,7 @@ impl Acp {
                 .complete_history()
                 .await
                 .map_err(|e| error(e.kind(), e.to_string(), Value::Null))?;
-            let history = lock(&handle.shared.state).history.clone();
+            let history = handle.shared.history_snapshot();
             for update in convert::replay(&handle.shared.workspace, &history, &|t| {
                 bridge.notice_update(t)
             }) {
@@ -550,11 +550,10 @@ impl Acp {
     }
 
     fn opened(&self, handle: &SessionHandle, load: bool) -> Result<Value, AcpError> {
-        let (model, mode, network) = {
-            let state = lock(&handle.shared.state);
-            (state.model.clone(), state.mode, state.allow_network)
-        };
-        let options = convert::config_options(&self.engine.config, &model, mode, network);
+        let settings = handle.shared.settings();
+        let (model, mode) = (settings.model, settings.mode);
+        let options =
+            convert::config_options(&self.engine.config, &model, mode, settings.allow_network);
         if load {
             to_value(
                 acp::LoadSessionResponse::new()
@@ -679,8 +678,13 @@ impl Acp {
         };
         let config = self.engine.config.clone();
         let options_after = move |handle: &SessionHandle| {
-            let state = lock(&handle.shared.state);
-            convert::config_options(&config, &state.model, state.mode, state.allow_network)
+            let settings = handle.shared.settings();
+            convert::config_options(
+                &config,
+                &settings.model,
+                settings.mode,
+                settings.allow_network,
+            )
         };
         match &*request.config_id.0 {
             convert::MODEL_OPTION => {
@@ -780,15 +784,13 @@ impl Acp {
                 if ok {
                     // A client that shows the config options (the mode among them) learns of
                     // the change as it would have from `session/set_config_option`.
-                    let options = {
-                        let state = lock(&h.shared.state);
-                        convert::config_options(
-                            &config,
-                            &state.model,
-                            state.mode,
-                            state.allow_network,
-                        )
-                    };
+                    let settings = h.shared.settings();
+                    let options = convert::config_options(
+                        &config,
+                        &settings.model,
+                        settings.mode,
+                        settings.allow_network,
+                    );
                     bridge.send_update(acp::SessionUpdate::CurrentModeUpdate(
                         acp::CurrentModeUpdate::new(convert::mode_id(mode)),
                     ));

@@ -7,6 +7,9 @@
 //! [`Event`]: crate::protocol::Event
 
 pub mod compaction;
+pub mod conversation;
+pub mod display;
+pub mod emitter;
 pub mod history;
 pub mod outbound;
 pub mod turn;

@@ -24,6 +24,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::compaction;
+use super::conversation::{
+    lock, Conversation, PendingKind, PendingRequest, ProposalShown, Resolution, Resume,
+    PROVIDER_ERROR_REASON,
+};
 use super::history::{
     Message, NoticeKind, Part, ResultStatus, Source, ToolCallRecord, UsageRecord,
 };
@@ -35,7 +39,6 @@ use crate::protocol::{
     ApprovalOption, Decision, DiffEntry, Event, Mode, ToolStatus, TurnEndReason, TurnError,
 };
 use crate::providers::{Chunk, FinishReason, Provider, ProviderError, ProviderRequest, ToolSpec};
-use crate::session::{lock, PendingKind, PendingRequest, ProposalShown, Resolution, SessionShared};
 use crate::tools::fs::SecretAccess;
 use crate::tools::fs::{apply_edit, plan_edit, plan_write, PlannedEdit, ToolOutcome};
 use crate::tools::sandbox::{self, Confinement, SandboxPolicy};
@@ -129,7 +132,7 @@ enum Prepared {
 }
 
 struct Turn {
-    session: Arc<SessionShared>,
+    session: Arc<Conversation>,
     turn_id: String,
     cancel: CancellationToken,
     /// Calls already announced with a `toolCall` event (early-started reads).
@@ -164,24 +167,20 @@ struct Turn {
 /// Announce a turn (`turnStarted`, with the model it runs on). The actor calls this as it admits
 /// the turn, right after queuing the `prompt` reply and before spawning the turn's task, so the
 /// user message, the reply and this event reach the store together and usually share a commit.
-pub fn announce(session: &SessionShared, turn_id: &str) {
+pub fn announce(session: &Conversation, turn_id: &str) {
     let model = lock(&session.state).model.clone();
     session.emit(Some(turn_id), Event::TurnStarted { model });
 }
 
 /// Run one turn to its end. The user message is already in history and the turn announced
 /// (the actor did both).
-pub async fn run_turn(session: Arc<SessionShared>, turn_id: String, cancel: CancellationToken) {
+pub async fn run_turn(session: Arc<Conversation>, turn_id: String, cancel: CancellationToken) {
     drive(session, turn_id, cancel, None, HashMap::new()).await;
 }
 
 /// Continue a restored session's crashed turn, already announced again: finish its open tool
 /// calls, then go on.
-pub async fn resume_turn(
-    session: Arc<SessionShared>,
-    resume: crate::session::Resume,
-    cancel: CancellationToken,
-) {
+pub async fn resume_turn(session: Arc<Conversation>, resume: Resume, cancel: CancellationToken) {
     drive(
         session,
         resume.turn_id,
@@ -193,7 +192,7 @@ pub async fn resume_turn(
 }
 
 async fn drive(
-    session: Arc<SessionShared>,
+    session: Arc<Conversation>,
     turn_id: String,
     cancel: CancellationToken,
     resume_calls: Option<Vec<ToolCallRecord>>,
@@ -659,7 +658,11 @@ impl Turn {
         let tools: Vec<ToolSpec> = TOOLS
             .iter()
             .filter(|t| permissions::offered(mode, t))
-            .map(|t| t.spec())
+            .map(|t| ToolSpec {
+                name: t.name,
+                description: t.description,
+                parameters: t.parameters(),
+            })
             .collect();
         ProviderRequest {
             model: model.name.clone(),
@@ -1801,7 +1804,7 @@ impl Turn {
                     // It looks at the roots' `.git` entries, so it runs off the async workers.
                     tokio::task::spawn_blocking(move || sandbox::read_only_paths(&roots))
                         .await
-                        .unwrap_or_else(|_| crate::permissions::protected::extra_protected())
+                        .unwrap_or_else(|_| crate::workspace::protected::extra_protected())
                 };
                 let sandbox = Confinement::new(
                     &sandbox::status().await,
@@ -2091,7 +2094,7 @@ impl Turn {
                     Some(&self.turn_id),
                 );
                 notice.meta.display = Some(serde_json::json!({
-                    "reason": crate::session::PROVIDER_ERROR_REASON,
+                    "reason": PROVIDER_ERROR_REASON,
                     "retriable": error.retriable,
                 }));
                 self.session.commit(notice);

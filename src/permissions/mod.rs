@@ -4,8 +4,6 @@
 //! a rule the user created allows it, and an approval nobody can answer resolves to deny. This
 //! module only decides; asking the user and executing are the engine's job.
 
-pub mod protected;
-
 use crate::protocol::Mode;
 use crate::tools::{Risk, ToolMeta};
 

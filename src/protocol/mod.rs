@@ -4,7 +4,7 @@
 //! uses its leaf enums (`Mode`, `Decision`, `ToolKind`) and `Event` as its output vocabulary, as
 //! codex-rs's core uses its protocol crate, and the faces serialize or translate them; the
 //! engine's own state (history, tools, rules) is plain Rust. So a change here is a change of
-//! the contract: `protocol.md` documents every type below and `tests/protocol_doc.rs` parses its
+//! the contract: `protocol.md` documents every type below and `tests/it/protocol_doc.rs` parses its
 //! examples back into these types, so the two cannot drift apart silently.
 
 use serde::{Deserialize, Serialize};
@@ -304,7 +304,7 @@ pub struct SessionListResult {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub enum SessionState {
+pub enum ConversationState {
     Idle,
     Running,
 }
@@ -316,7 +316,7 @@ pub struct SessionLoadResult {
     pub cwd: String,
     pub model: String,
     pub mode: Mode,
-    pub state: SessionState,
+    pub state: ConversationState,
     /// Whether the user allowed the session's sandboxed commands to use the network.
     pub network_access: bool,
     /// The display history: user, assistant (with reasoning and tool calls carrying their

@@ -261,7 +261,7 @@ fn session_error(error: SessionError) -> RpcErrorObject {
 pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
     let path = crate::store::default_database_path(data_dir.as_deref());
     // The agent may not edit tandem's own config or its permission store, by any path.
-    crate::permissions::protected::protect_own_files(config.source_path.as_deref(), Some(&path));
+    crate::workspace::protected::protect_own_files(config.source_path.as_deref(), Some(&path));
     let opening = tokio::task::spawn_blocking(move || Store::open(&path));
     let (tx, rx) = mpsc::unbounded_channel();
     let framing = Arc::new(AtomicU8::new(0));
@@ -608,10 +608,7 @@ impl Server {
             method::SESSION_LOAD => {
                 let p: wire::SessionLoadParams = params(method, raw)?;
                 if let Some(entry) = self.sessions.get(&p.session_id) {
-                    let pending: Vec<Value> = session::lock(&entry.handle.shared.pending)
-                        .values()
-                        .map(|r| r.payload.clone())
-                        .collect();
+                    let pending: Vec<Value> = entry.handle.shared.pending_payloads();
                     if let Some(id) = id {
                         let shared = entry.handle.shared.clone();
                         let reply =
@@ -705,28 +702,14 @@ impl Server {
             }
             method::APPROVE => {
                 let p: wire::ApproveParams = params(method, raw)?;
-                if let Some(digest) = &p.arguments_digest {
-                    // Bind the approval to the arguments the user saw.
-                    let handle = self.session(&p.session_id)?;
-                    let pending = session::lock(&handle.shared.pending);
-                    if let Some(request) = pending.get(&p.request_id) {
-                        if request.payload["argumentsDigest"].as_str() != Some(digest.as_str()) {
-                            return Err(RpcErrorObject::new(
-                                ErrorKind::StaleApproval,
-                                format!(
-                                    "request {} now holds different arguments than the ones approved (digest {digest}); review the latest approvalRequested and answer that",
-                                    p.request_id
-                                ),
-                            ));
-                        }
-                    }
-                }
                 let reply = self.reply(id.clone(), |()| wire::EmptyResult {});
+                // The session binds the approval to the arguments the user saw (the digest).
                 self.session(&p.session_id)?.send(Op::Approve {
                     request_id: p.request_id,
                     decision: p.decision,
                     message: p.message,
                     edited_content: p.edited_content,
+                    arguments_digest: p.arguments_digest,
                     reply,
                 });
                 Ok(())
@@ -787,32 +770,13 @@ impl Server {
             .iter()
             .filter(|(_, e)| filter.is_none_or(|c| c == e.cwd))
             .filter_map(|(sid, e)| {
-                let state = session::lock(&e.handle.shared.state);
-                // As with the store: a session nobody has prompted yet is not listed.
-                if state.history.is_empty() && state.unparsed.is_none() {
-                    return None;
-                }
-                // A restored session whose start is unparsed answers with what the store kept.
-                let title = match &state.unparsed {
-                    Some(unparsed) => unparsed.title.clone(),
-                    None => state
-                        .history
-                        .iter()
-                        .find(|m| m.role == crate::engine::history::Role::User)
-                        .map(|m| m.text().chars().take(80).collect::<String>()),
-                };
-                let updated_at = state
-                    .history
-                    .last()
-                    .map(|m| m.meta.ts)
-                    .or(state.unparsed.as_ref().map(|u| u.updated_at))
-                    .unwrap_or(e.created_at);
+                let summary = e.handle.shared.summary()?;
                 Some(wire::SessionSummary {
                     session_id: sid.clone(),
                     cwd: e.cwd.clone(),
-                    title,
-                    model: state.model.clone(),
-                    updated_at,
+                    title: summary.title,
+                    model: summary.model,
+                    updated_at: summary.updated_at.unwrap_or(e.created_at),
                 })
             })
             .collect();
@@ -960,15 +924,14 @@ pub fn outbound_to_fd(
 /// [`fit::LOAD_ENTRY_BYTES`] (a 15 MB `editedContent`) has its long strings cut with a note;
 /// the history itself keeps every byte.
 async fn load_response(
-    shared: Arc<session::SessionShared>,
+    shared: Arc<session::Conversation>,
     id: Value,
     cwd: String,
     pending: Vec<Value>,
     cursor: Option<String>,
 ) -> Vec<u8> {
     let id_for_error = id.clone();
-    tokio::task::spawn_blocking(move || {
-        let state = session::lock(&shared.state);
+    tokio::task::spawn_blocking(move || shared.read(|state| {
         let stored: Vec<&str> = state
             .unparsed
             .as_ref()
@@ -1001,9 +964,9 @@ async fn load_response(
             model: &state.model,
             mode: state.mode,
             state: if state.active_turn.is_some() {
-                wire::SessionState::Running
+                wire::ConversationState::Running
             } else {
-                wire::SessionState::Idle
+                wire::ConversationState::Idle
             },
             network_access: state.allow_network,
             pending: &pending,
@@ -1061,7 +1024,7 @@ async fn load_response(
             }
             Ok(())
         })
-    })
+    }))
     .await
     .unwrap_or_else(|e| {
         rpc::error_message(
@@ -1091,7 +1054,7 @@ fn fit_entry(entry: std::borrow::Cow<'_, [u8]>) -> std::borrow::Cow<'_, [u8]> {
 
 /// [`wire::SessionLoadResult`] without its `messages`, borrowing from the session; the reply
 /// appends `messages` as the last member (see [`rpc::result_message_with_array`]).
-/// `tests/protocol_doc.rs` decodes what the server writes into the wire type and checks that
+/// `tests/it/protocol_doc.rs` decodes what the server writes into the wire type and checks that
 /// it encodes back the same.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -1100,7 +1063,7 @@ struct LoadResultHead<'a> {
     cwd: &'a str,
     model: &'a str,
     mode: wire::Mode,
-    state: wire::SessionState,
+    state: wire::ConversationState,
     network_access: bool,
     pending: &'a [Value],
     usage: Vec<wire::UsageTotal>,

@@ -7,332 +7,28 @@
 //! separate task (`engine::turn`) so that `stop`, `steer` and `approve` are read while it runs;
 //! it shares the session state through short, never-awaited critical sections.
 
-pub mod display;
+use std::collections::VecDeque;
+use std::sync::Arc;
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::conversation::parse_history;
+pub use crate::engine::conversation::{
+    lock, mode_name, network_notice, parse_mode, retry_allowed, role_name, Conversation,
+    ConversationState, PendingKind, PendingRequest, ProposalShown, Resolution, Resume,
+    SessionError, UnparsedHistory, PROVIDER_ERROR_REASON,
+};
+pub use crate::engine::display;
+pub use crate::engine::emitter::{Emitter, EventSink, SEQ_RESERVATION, STREAM_BACKLOG_BYTES};
 use crate::engine::history::{new_id, now_ms, Message, NoticeKind, Part, Role, Source};
 use crate::engine::{turn, EngineContext};
 use crate::permissions::PermissionRules;
-use crate::protocol::{Decision, ErrorKind, Event, Mode};
-use crate::store::{
-    AfterCommit, Durability, MessageRow, PendingRecord, RuleRecord, SessionRecord, Store,
-};
+use crate::protocol::{Decision, Event, Mode};
+use crate::store::{SessionRecord, Store};
 use crate::tools::client_fs::ClientFs;
 use crate::workspace::Workspace;
-
-/// Where a session's events go. Implemented by each face (native JSON-RPC, ACP, the CLI).
-pub trait EventSink: Send + Sync + 'static {
-    fn emit(&self, session_id: &str, seq: u64, turn_id: Option<&str>, event: &Event);
-}
-
-/// Assigns `seq` and hands events to the sink under one lock, so the order of `seq` is the
-/// order on the wire.
-///
-/// With a store, an event that has a row (everything but the streamed pieces) goes through the
-/// store's writer queue and reaches the sink only after everything enqueued before it (the
-/// messages it announces, and the event row itself) is committed: an event a client has seen is
-/// never lost in a crash (invariant 8).
-///
-/// Streamed pieces have no row, so they only need their place in the order. When nothing of
-/// this session is waiting in the store queue, a piece goes straight to the sink: a thread hop
-/// and a commit per delta would cost more than the rest of the delta's path (issue 3 measures
-/// it). Otherwise it queues behind what is waiting. Their numbers are made durable in blocks
-/// ([`SEQ_RESERVATION`]) through [`Store::reserve_seq`], so a server restarted after a crash
-/// never hands out a `seq` a client may have seen, and streaming writes nothing per delta.
-pub struct Emitter {
-    session_id: String,
-    counters: Mutex<SeqCounters>,
-    sink: Arc<dyn EventSink>,
-    store: Option<Store>,
-    /// Store callbacks of this session (events and ordered replies) not yet run; a streamed
-    /// piece may skip the queue only when this is zero.
-    queued: Arc<AtomicUsize>,
-    /// The streamed pieces waiting in the store queue (their text or output, in bytes), and a
-    /// wake-up for producers waiting for it to fall (see [`Emitter::stream_room`]).
-    pieces: Arc<PieceBacklog>,
-}
-
-/// Streamed pieces of one session that wait in the store queue behind a stored event.
-///
-/// Once one piece waits there, every later piece must wait behind it (order), so a producer
-/// faster than the store thread (a command flooding output: 200 MB in a few seconds) would
-/// pile pieces up without bound. Producers that can pause (the shell tool stops reading the
-/// command's pipes, so the command blocks as it would on a slow terminal) wait for room
-/// instead: memory stays near [`STREAM_BACKLOG_BYTES`] whatever the command prints.
-struct PieceBacklog {
-    bytes: AtomicUsize,
-    room: tokio::sync::Notify,
-}
-
-/// How many bytes of streamed pieces may wait in the store queue before producers pause.
-pub const STREAM_BACKLOG_BYTES: usize = 4 * 1024 * 1024;
-
-/// The bytes a streamed piece carries (0 for any other event).
-fn piece_bytes(event: &Event) -> usize {
-    match event {
-        Event::AssistantDelta { text } | Event::ReasoningDelta { text } => text.len(),
-        Event::ToolCallUpdate {
-            output: Some(output),
-            ..
-        } => output.len(),
-        _ => 0,
-    }
-}
-
-/// How many `seq` numbers one reservation covers. After a crash in the middle of a stream,
-/// the restored session numbers on after the reservation: a forward jump of at most this many,
-/// never a repeat.
-pub const SEQ_RESERVATION: u64 = 1024;
-
-struct SeqCounters {
-    /// The last `seq` handed out.
-    seq: u64,
-    /// The highest `seq` that a restored session is sure to skip: the last stored event's, or
-    /// the end of the last reservation.
-    durable: u64,
-}
-
-/// Events worth a row: everything but the streamed pieces, which the final message covers.
-fn persisted(event: &Event) -> bool {
-    !event.is_streamed_piece()
-}
-
-impl Emitter {
-    fn new(
-        session_id: String,
-        last_seq: u64,
-        sink: Arc<dyn EventSink>,
-        store: Option<Store>,
-    ) -> Self {
-        Emitter {
-            session_id,
-            counters: Mutex::new(SeqCounters {
-                seq: last_seq,
-                durable: last_seq,
-            }),
-            sink,
-            store,
-            queued: Arc::new(AtomicUsize::new(0)),
-            pieces: Arc::new(PieceBacklog {
-                bytes: AtomicUsize::new(0),
-                room: tokio::sync::Notify::new(),
-            }),
-        }
-    }
-
-    /// `None` when streamed pieces may go on at once; otherwise a future that resolves when
-    /// the pieces waiting in the store queue have fallen to [`STREAM_BACKLOG_BYTES`].
-    pub fn stream_room(&self) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
-        if self.pieces.bytes.load(Ordering::Acquire) <= STREAM_BACKLOG_BYTES {
-            return None;
-        }
-        let pieces = self.pieces.clone();
-        Some(async move {
-            loop {
-                let notified = pieces.room.notified();
-                if pieces.bytes.load(Ordering::Acquire) <= STREAM_BACKLOG_BYTES {
-                    return;
-                }
-                notified.await;
-            }
-        })
-    }
-
-    pub fn emit(&self, turn_id: Option<&str>, event: Event) {
-        let mut counters = lock(&self.counters);
-        counters.seq += 1;
-        let seq = counters.seq;
-        let Some(store) = &self.store else {
-            self.sink.emit(&self.session_id, seq, turn_id, &event);
-            return;
-        };
-        let json = persisted(&event)
-            .then(|| serde_json::to_string(&event).ok())
-            .flatten();
-        // A turn streams right after it starts: its row reserves the numbers of the deltas, so
-        // the first one does not wait for a reservation of its own.
-        let reserve_with_row = json.is_some() && matches!(event, Event::TurnStarted { .. });
-        if json.is_some() {
-            // The row carries its seq, and the store sets the high-water mark to it (or to the
-            // end of the reservation it carries).
-            counters.durable = if reserve_with_row {
-                seq + SEQ_RESERVATION
-            } else {
-                seq
-            };
-        } else if seq <= counters.durable && self.queued.load(Ordering::Acquire) == 0 {
-            // Every earlier event of this session has reached the sink (a callback decrements
-            // `queued` only after its emit), so this one cannot overtake anything.
-            self.sink.emit(&self.session_id, seq, turn_id, &event);
-            return;
-        } else if seq > counters.durable {
-            counters.durable = seq - 1 + SEQ_RESERVATION;
-            store.reserve_seq(&self.session_id, counters.durable);
-        }
-        let sink = self.sink.clone();
-        let session_id = self.session_id.clone();
-        let turn = turn_id.map(str::to_owned);
-        let event_type = event.type_name();
-        let queued = self.queued.clone();
-        queued.fetch_add(1, Ordering::AcqRel);
-        let size = piece_bytes(&event);
-        let pieces = (size > 0).then(|| {
-            self.pieces.bytes.fetch_add(size, Ordering::AcqRel);
-            self.pieces.clone()
-        });
-        let after_commit: AfterCommit = Box::new(move || {
-            sink.emit(&session_id, seq, turn.as_deref(), &event);
-            queued.fetch_sub(1, Ordering::AcqRel);
-            if let Some(pieces) = pieces {
-                let before = pieces.bytes.fetch_sub(size, Ordering::AcqRel);
-                if before > STREAM_BACKLOG_BYTES && before - size <= STREAM_BACKLOG_BYTES {
-                    pieces.room.notify_waiters();
-                }
-            }
-        });
-        match json {
-            Some(json) if reserve_with_row => store.record_event_reserving(
-                &self.session_id,
-                seq,
-                turn_id,
-                event_type,
-                json,
-                counters.durable,
-                Some(after_commit),
-            ),
-            json => store.record_event(
-                &self.session_id,
-                seq,
-                turn_id,
-                event_type,
-                json,
-                Some(after_commit),
-            ),
-        }
-    }
-
-    /// The highest `seq` a restarted server must skip: the last one handed out or reserved.
-    pub fn durable_seq(&self) -> u64 {
-        let counters = lock(&self.counters);
-        counters.durable.max(counters.seq)
-    }
-
-    /// Resolves once every event emitted before the call has reached the sink. A face that
-    /// sends its client something outside the event stream (ACP's `fs/*` requests) waits for
-    /// it, so the client has seen the call's `tool_call` before the call reads a file.
-    pub fn delivered(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let (tx, rx) = oneshot::channel();
-        self.after_queued(Box::new(move || {
-            let _ = tx.send(());
-        }));
-        async move {
-            let _ = rx.await;
-        }
-    }
-
-    /// Run `f` after every event emitted before it has reached the sink, and before any event
-    /// emitted after it: how replies to ops are ordered with the session's events.
-    fn after_queued(&self, f: Box<dyn FnOnce() + Send>) {
-        let Some(store) = &self.store else {
-            f();
-            return;
-        };
-        // Under the counters lock, so a streamed piece that checks `queued` sees this reply.
-        let _counters = lock(&self.counters);
-        let queued = self.queued.clone();
-        queued.fetch_add(1, Ordering::AcqRel);
-        store.after_commit(Box::new(move || {
-            f();
-            queued.fetch_sub(1, Ordering::AcqRel);
-        }));
-    }
-}
-
-/// A message as the store keeps it. Tool results gate what runs next, so they are committed
-/// with full durability. `None` (logged) for a message that cannot be serialized.
-fn message_row(message: &Message, display: Option<String>) -> Option<MessageRow> {
-    let durability = if message.role == Role::Tool {
-        Durability::Full
-    } else {
-        Durability::Normal
-    };
-    match serde_json::to_string(message) {
-        Ok(json) => Some(MessageRow {
-            message_id: message.id.clone(),
-            turn_id: message.meta.turn_id.clone(),
-            role: role_name(message.role).to_owned(),
-            json,
-            display,
-            durability,
-        }),
-        Err(e) => {
-            tracing::error!("cannot serialize message {}: {e}", message.id);
-            None
-        }
-    }
-}
-
-/// Lock a mutex, recovering the data if a panicking thread poisoned it: the state is plain
-/// data that every critical section leaves consistent.
-pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SessionError {
-    #[error("a turn is already running in this session; wait for turnEnded, `steer` it, or `stop` it first")]
-    TurnInProgress,
-    #[error("no turn is running in this session; send `prompt` instead")]
-    NoTurnRunning,
-    #[error("{0}")]
-    StaleApproval(String),
-    #[error("unknown model `{model}`; pick one of: {known}")]
-    UnknownModel { model: String, known: String },
-    #[error("{0}")]
-    RetryUnavailable(String),
-    #[error("the session has shut down; start a new session")]
-    Closed,
-    /// A stored message of a restored session cannot be parsed, so its history cannot be sent
-    /// to a model.
-    #[error("{0}")]
-    HistoryDamaged(String),
-    /// The store could not save this session's last changes and still cannot (see
-    /// [`SessionShared::ensure_stored`]).
-    #[error("the session store cannot write ({0}), so this session takes no new work: nothing more could be saved; free disk space or end the program that holds the database lock, then send the request again")]
-    StoreUnavailable(String),
-    /// The running turn already holds as much queued steering as the config allows.
-    #[error("{0}")]
-    SteeringQueueFull(String),
-    /// `editedContent` for a proposal that was shown cut.
-    #[error("{0}")]
-    EditUnavailable(String),
-}
-
-impl SessionError {
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            SessionError::TurnInProgress => ErrorKind::TurnInProgress,
-            SessionError::NoTurnRunning => ErrorKind::NoTurnRunning,
-            SessionError::StaleApproval(_) => ErrorKind::StaleApproval,
-            SessionError::UnknownModel { .. } => ErrorKind::UnknownModel,
-            SessionError::RetryUnavailable(_) => ErrorKind::RetryUnavailable,
-            SessionError::Closed => ErrorKind::UnknownSession,
-            SessionError::HistoryDamaged(_) => ErrorKind::Internal,
-            SessionError::StoreUnavailable(_) => ErrorKind::StoreUnavailable,
-            SessionError::SteeringQueueFull(_) => ErrorKind::SteeringQueueFull,
-            SessionError::EditUnavailable(_) => ErrorKind::InvalidParams,
-        }
-    }
-}
 
 /// The answer channel of one op. Faces build it so that the answer is written in order.
 pub type Reply<T> = Box<dyn FnOnce(Result<T, SessionError>) + Send>;
@@ -358,6 +54,9 @@ pub enum Op {
         decision: Decision,
         message: Option<String>,
         edited_content: Option<String>,
+        /// The `argumentsDigest` of the proposal the user saw, when the client sends it: the
+        /// approval binds to those arguments and is refused when the request holds others.
+        arguments_digest: Option<String>,
         reply: Reply<()>,
     },
     Answer {
@@ -388,460 +87,10 @@ pub enum Op {
     },
 }
 
-/// The mutable state of a session.
-pub struct SessionState {
-    /// The canonical history; while `unparsed` is `Some`, only the messages after the unparsed
-    /// ones (see [`SessionShared::complete_history`]).
-    pub history: Vec<Message>,
-    /// A restored session's first messages, still as stored JSON: a resume answers without
-    /// parsing them, and the actor parses them before the first op that needs the history.
-    pub unparsed: Option<UnparsedHistory>,
-    /// How many messages from the start of the history have their display entry stored
-    /// (see [`display`]); a message appended right after them whose entry is final already
-    /// is stored with it, the rest get theirs when the turn that wrote them ends.
-    pub displays_stored: usize,
-    pub model: String,
-    pub mode: Mode,
-    pub rules: PermissionRules,
-    /// Steering messages waiting for the next safe point.
-    pub steering: VecDeque<String>,
-    /// The running turn, cleared by the turn itself as it announces `turnEnded`.
-    pub active_turn: Option<String>,
-    /// Whether `steer` is accepted: true from admission until the turn decides to end.
-    pub accepting_steering: bool,
-    /// Whether sandboxed commands may use the network: the user's choice, never the model's.
-    pub allow_network: bool,
-    /// Token usage per model, in the order the models were first used (mirrors the store).
-    pub usage: Vec<crate::store::UsageTotals>,
-    /// Every tool call id in `history`, built the first time a turn asks
-    /// ([`SessionState::tool_call_id_taken`]) and kept up to date by `append_locked`; `None`
-    /// until then, and again whenever `history` is replaced wholesale.
-    pub tool_call_ids: Option<std::collections::HashSet<String>>,
-}
-
-impl SessionState {
-    /// Whether a tool call of this session already has `id`. A provider may reuse ids (some
-    /// local servers number calls from `call_0` in every answer, a hostile one repeats them on
-    /// purpose), and the session keys approvals, side-effect marks, results and resume on
-    /// the id, so a new call only keeps its provider's id when no earlier call has it. While
-    /// part of a restored history is still unparsed nothing can be ruled out, so every id
-    /// counts as taken (a fresh one is always safe).
-    pub fn tool_call_id_taken(&mut self, id: &str) -> bool {
-        if self.unparsed.is_some() {
-            return true;
-        }
-        let history = &self.history;
-        self.tool_call_ids
-            .get_or_insert_with(|| {
-                history
-                    .iter()
-                    .flat_map(|m| m.tool_calls.iter().map(|c| c.id.clone()))
-                    .collect()
-            })
-            .contains(id)
-    }
-}
-
-/// The stored messages at the start of a restored session's history that are not parsed yet.
-pub struct UnparsedHistory {
-    /// Message JSON in history order; the first message is at position 0.
-    rows: Vec<String>,
-    /// The stored display entry of each row (`""` for a message that shows as no entry), which
-    /// `session/load` sends as they are while the rows are unparsed.
-    displays: Vec<String>,
-    /// What `session/list` shows while the rows are unparsed: the stored title and the time of
-    /// the last stored change.
-    pub title: Option<String>,
-    pub updated_at: u64,
-}
-
-impl UnparsedHistory {
-    /// How many messages are still unparsed.
-    pub fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-
-    /// The stored display entries of the unparsed messages, in order.
-    pub fn displays(&self) -> &[String] {
-        &self.displays
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PendingKind {
-    Approval,
-    Question,
-}
-
-/// The user's answer to a pending request.
-#[derive(Debug)]
-pub enum Resolution {
-    Approval {
-        decision: Decision,
-        message: Option<String>,
-        edited_content: Option<String>,
-    },
-    Answer(String),
-}
-
-pub struct PendingRequest {
-    pub kind: PendingKind,
-    pub tool_call_id: String,
-    pub turn_id: String,
-    /// The event that asked, shown again by `session/load`.
-    pub payload: serde_json::Value,
-    /// Whether the client was shown the whole proposal; an edit of a cut one is refused.
-    pub shown: ProposalShown,
-    pub sender: oneshot::Sender<Resolution>,
-}
-
-/// How much of a proposed change its approval shows (see `engine::turn::fit_approval`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProposalShown {
-    /// Every byte of the arguments and the diff.
-    Whole,
-    /// Too large for one message: long parts are cut, each with a note.
-    Cut,
-}
-
-/// State shared by the actor and the running turn.
-pub struct SessionShared {
-    pub id: String,
-    pub workspace: Workspace,
-    pub engine: Arc<EngineContext>,
-    pub emitter: Emitter,
-    pub state: Mutex<SessionState>,
-    pub pending: Mutex<HashMap<String, PendingRequest>>,
-    /// The durable store, when the face has one (`tandem serve` does; `tandem run` does not).
-    pub store: Option<Store>,
-    /// Reads and edits through the client's editor, when the face's client offers it (ACP's
-    /// `fs/*`); `None` reads and writes the disk.
-    pub client_fs: Option<Arc<dyn ClientFs>>,
-    /// Held while the unparsed history is parsed, so two callers of
-    /// [`SessionShared::complete_history`] parse it once.
-    history_gate: tokio::sync::Mutex<()>,
-}
-
-impl SessionShared {
-    /// Append a message to the canonical history. Every commit goes through here, before the
-    /// event that announces it (invariant 8). Tool results gate what runs next, so they are
-    /// committed with full durability.
-    ///
-    /// A message whose display entry is final already (see [`final_display`]) is stored with
-    /// it, so the turn's end has no entry left to write for it: a turn that only talks ends
-    /// with no display write at all.
-    pub fn commit(&self, message: Message) {
-        let mut state = lock(&self.state);
-        self.append_locked(&mut state, message);
-    }
-
-    /// [`SessionShared::commit`] for a caller that holds the state lock already.
-    pub fn append_locked(&self, state: &mut SessionState, message: Message) {
-        let display = self
-            .store
-            .as_ref()
-            .and_then(|_| final_display(state, &message));
-        if display.is_some() {
-            state.displays_stored += 1;
-        }
-        self.persist_message_with_display(&message, display);
-        if let Some(ids) = &mut state.tool_call_ids {
-            ids.extend(message.tool_calls.iter().map(|c| c.id.clone()));
-        }
-        state.history.push(message);
-    }
-
-    fn persist_message_with_display(&self, message: &Message, display: Option<String>) {
-        if let (Some(store), Some(row)) = (&self.store, message_row(message, display)) {
-            store.append_message_row(&self.id, row);
-        }
-    }
-
-    pub fn emit(&self, turn_id: Option<&str>, event: Event) {
-        self.emitter.emit(turn_id, event);
-    }
-
-    /// Store the display entries of the messages whose turn is over and whose entry was not
-    /// written with their row (see [`SessionShared::commit`]), so the next resume sends them
-    /// as they are; after a turn that made no tool call there is nothing left to write.
-    /// Called as a turn ends, under the state lock, after the turn's messages were enqueued,
-    /// so the rows exist when the writer updates them (which it does after the commit of what
-    /// was queued with them: nothing waits for these rows).
-    pub fn store_displays(&self, state: &mut SessionState) {
-        let Some(store) = &self.store else {
-            return;
-        };
-        // The unparsed messages were stored settled, so `displays_stored` is at least as many.
-        let base = unparsed_len(state);
-        let Some(from) = state.displays_stored.checked_sub(base) else {
-            return;
-        };
-        let Some(messages) = state.history.get(from..) else {
-            return;
-        };
-        let displays = display::settled_displays(state.displays_stored as u64, messages);
-        state.displays_stored += displays.len();
-        store.set_displays(&self.id, displays);
-    }
-
-    /// Parse the unparsed start of a restored session's history, on the blocking pool, and put
-    /// it in front of the parsed messages. Every op that reads the history waits for this
-    /// first; it is a no-op once done. A damaged row leaves the rows unparsed and is reported
-    /// with its position on every call, so no op ever sees a history with a hole in it.
-    pub async fn complete_history(&self) -> Result<(), SessionError> {
-        let _gate = self.history_gate.lock().await;
-        let Some(unparsed) = lock(&self.state).unparsed.take() else {
-            return Ok(());
-        };
-        let UnparsedHistory {
-            rows,
-            displays,
-            title,
-            updated_at,
-        } = unparsed;
-        let id = self.id.clone();
-        // Shared with the parsing thread so the rows survive a parse that fails or panics.
-        let rows = Arc::new(rows);
-        let parsing = rows.clone();
-        let parsed = tokio::task::spawn_blocking(move || parse_history(&parsing, 0)).await;
-        let mut state = lock(&self.state);
-        let why = match parsed {
-            Ok(Ok(mut prefix)) => {
-                prefix.append(&mut state.history);
-                state.history = prefix;
-                state.tool_call_ids = None;
-                return Ok(());
-            }
-            Ok(Err((position, why))) => {
-                format!("has a damaged message at position {position} ({why})")
-            }
-            Err(e) => format!("could not have its history parsed (the parsing task failed: {e})"),
-        };
-        state.unparsed = Some(UnparsedHistory {
-            rows: Arc::try_unwrap(rows).unwrap_or_else(|shared| shared.as_ref().clone()),
-            displays,
-            title,
-            updated_at,
-        });
-        Err(SessionError::HistoryDamaged(format!(
-            "session {id} {why}, so its history cannot be sent to a model; session/load still shows it, start a new session to go on"
-        )))
-    }
-
-    /// Record that a side effect (a write or a command) is about to run and wait until that is
-    /// durable, so a crash during it is reported as interrupted and never silently re-run.
-    ///
-    /// Fails closed: when the record cannot be made durable (the store cannot write, or an
-    /// earlier change of this session was lost), the side effect must not run, and the error
-    /// says why. A session without a store has nothing to record.
-    pub async fn before_side_effect(&self, tool_call_id: &str, name: &str) -> Result<(), String> {
-        let Some(store) = &self.store else {
-            return Ok(());
-        };
-        if let Some(cause) = store.unavailable(&self.id) {
-            return Err(cause);
-        }
-        store.tool_started(&self.id, tool_call_id, name);
-        if let Err(e) = store.session_barrier(&self.id, Durability::Full).await {
-            tracing::error!("cannot record that {tool_call_id} starts: {e}");
-            return Err(e.cause());
-        }
-        // The barrier's own batch may have committed while the row's batch failed or the row
-        // was refused: the session's state says which.
-        match store.unavailable(&self.id) {
-            Some(cause) => Err(cause),
-            None => Ok(()),
-        }
-    }
-
-    /// Why this session's changes cannot be saved, if they cannot (see [`Store::unavailable`]).
-    pub fn store_unavailable(&self) -> Option<String> {
-        self.store.as_ref().and_then(|s| s.unavailable(&self.id))
-    }
-
-    /// Make the store hold everything this session holds before an op proceeds: a no-op while
-    /// the store is healthy; after a failed commit, write the rows the store lost (one
-    /// transaction) and accept new work again, or answer `StoreUnavailable` while it still
-    /// cannot write. So a session never goes on with work that a restart would forget.
-    pub async fn ensure_stored(&self) -> Result<(), SessionError> {
-        let Some(store) = &self.store else {
-            return Ok(());
-        };
-        if store.unavailable(&self.id).is_none() {
-            return Ok(());
-        }
-        // Queued under the state lock: a message the turn appends after this snapshot is
-        // queued after the resync, so the store gets every message exactly once, in order.
-        let resynced = {
-            let state = lock(&self.state);
-            let title = match &state.unparsed {
-                Some(unparsed) => unparsed.title.clone(),
-                None => state
-                    .history
-                    .iter()
-                    .find(|m| m.role == Role::User)
-                    .map(|m| m.text().chars().take(80).collect()),
-            };
-            let record = SessionRecord {
-                id: self.id.clone(),
-                cwd: self.workspace.roots()[0].display().to_string(),
-                model: state.model.clone(),
-                mode: mode_name(state.mode).to_owned(),
-                title,
-                created_at: now_ms(),
-                updated_at: now_ms(),
-                allow_network: state.allow_network,
-            };
-            // A restored session's unparsed rows came from the store, so they are there.
-            let rows: Vec<MessageRow> = state
-                .history
-                .iter()
-                .filter_map(|message| message_row(message, None))
-                .collect();
-            let first_position = unparsed_len(&state) as u64;
-            store.resync(record, rows, first_position, self.emitter.durable_seq())
-        };
-        match resynced.await {
-            Ok(()) => {
-                tracing::info!(session = %self.id, "the session store writes again; the session's lost changes are saved");
-                Ok(())
-            }
-            Err(e) => Err(SessionError::StoreUnavailable(e.cause())),
-        }
-    }
-
-    pub fn after_side_effect(&self, tool_call_id: &str) {
-        if let Some(store) = &self.store {
-            store.tool_finished(&self.id, tool_call_id);
-        }
-    }
-
-    pub fn persist_pending(
-        &self,
-        request_id: &str,
-        kind: PendingKind,
-        tool_call_id: &str,
-        turn_id: &str,
-        payload: &serde_json::Value,
-    ) {
-        if let Some(store) = &self.store {
-            store.upsert_pending(PendingRecord {
-                session_id: self.id.clone(),
-                request_id: request_id.to_owned(),
-                tool_call_id: tool_call_id.to_owned(),
-                kind: match kind {
-                    PendingKind::Approval => "approval",
-                    PendingKind::Question => "question",
-                }
-                .to_owned(),
-                turn_id: turn_id.to_owned(),
-                payload: payload.to_string(),
-                decision: None,
-                created_at: now_ms(),
-            });
-        }
-    }
-
-    pub fn persist_decision(&self, request_id: &str, decision: &serde_json::Value) {
-        if let Some(store) = &self.store {
-            store.resolve_pending(&self.id, request_id, decision.to_string());
-        }
-    }
-
-    pub fn persist_rule(&self, kind: &str, value: &str) {
-        if let Some(store) = &self.store {
-            store.add_rule(
-                &self.id,
-                RuleRecord {
-                    kind: kind.to_owned(),
-                    value: value.to_owned(),
-                },
-            );
-        }
-    }
-
-    /// Add one request's usage to the model's totals, in memory and in the store.
-    pub fn persist_usage(&self, model: &str, input: u64, output: u64, cached: u64) {
-        {
-            let mut state = lock(&self.state);
-            let index = match state.usage.iter().position(|u| u.model == model) {
-                Some(index) => index,
-                None => {
-                    state.usage.push(crate::store::UsageTotals {
-                        model: model.to_owned(),
-                        ..Default::default()
-                    });
-                    state.usage.len() - 1
-                }
-            };
-            let totals = &mut state.usage[index];
-            totals.input_tokens += input;
-            totals.output_tokens += output;
-            totals.cached_tokens += cached;
-        }
-        if let Some(store) = &self.store {
-            store.record_usage(&self.id, model, input, output, cached);
-        }
-    }
-
-    pub fn withdraw_pending_rows(&self, turn_id: &str) {
-        if let Some(store) = &self.store {
-            store.delete_pending_for_turn(&self.id, turn_id);
-        }
-    }
-
-    fn persist_session_fields(&self, model: Option<&str>, mode: Option<Mode>, title: Option<&str>) {
-        if let Some(store) = &self.store {
-            store.update_session(&self.id, model, mode.map(mode_name), title, now_ms());
-        }
-    }
-}
-
-/// What the `network` notice says.
-pub fn network_notice(allow: bool) -> &'static str {
-    if allow {
-        "Network access allowed by the user: this session's commands may now use the network"
-    } else {
-        "Network access turned off: this session's commands run without network"
-    }
-}
-
-pub fn role_name(role: Role) -> &'static str {
-    match role {
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-        Role::Notice => "notice",
-    }
-}
-
-pub fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Ask => "ask",
-        Mode::AutoEdit => "autoEdit",
-        Mode::Plan => "plan",
-        Mode::FullAuto => "fullAuto",
-    }
-}
-
-pub fn parse_mode(text: &str) -> Option<Mode> {
-    match text {
-        "ask" => Some(Mode::Ask),
-        "autoEdit" => Some(Mode::AutoEdit),
-        "plan" => Some(Mode::Plan),
-        "fullAuto" => Some(Mode::FullAuto),
-        _ => None,
-    }
-}
-
 /// A cheap handle to a session: its queue and its shared state.
 #[derive(Clone)]
 pub struct SessionHandle {
-    pub shared: Arc<SessionShared>,
+    pub shared: Arc<Conversation>,
     ops: mpsc::UnboundedSender<Op>,
 }
 
@@ -862,7 +111,7 @@ impl SessionHandle {
     }
 }
 
-fn ordered<T: Send + 'static>(shared: &Arc<SessionShared>, reply: Reply<T>) -> Reply<T> {
+fn ordered<T: Send + 'static>(shared: &Arc<Conversation>, reply: Reply<T>) -> Reply<T> {
     if shared.store.is_none() {
         return reply;
     }
@@ -870,7 +119,7 @@ fn ordered<T: Send + 'static>(shared: &Arc<SessionShared>, reply: Reply<T>) -> R
     Box::new(move |result| shared.emitter.after_queued(Box::new(move || reply(result))))
 }
 
-fn order_replies(shared: &Arc<SessionShared>, op: Op) -> Op {
+fn order_replies(shared: &Arc<Conversation>, op: Op) -> Op {
     match op {
         Op::Prompt { parts, reply } => Op::Prompt {
             parts,
@@ -891,12 +140,14 @@ fn order_replies(shared: &Arc<SessionShared>, op: Op) -> Op {
             decision,
             message,
             edited_content,
+            arguments_digest,
             reply,
         } => Op::Approve {
             request_id,
             decision,
             message,
             edited_content,
+            arguments_digest,
             reply: ordered(shared, reply),
         },
         Op::Answer {
@@ -953,7 +204,7 @@ pub struct NewSession {
     pub mode: Mode,
     /// Where the session is persisted; `None` keeps it in memory only.
     pub store: Option<Store>,
-    /// Reads and edits through the client (see [`SessionShared::client_fs`]).
+    /// Reads and edits through the client (see [`Conversation::client_fs`]).
     pub client_fs: Option<Arc<dyn ClientFs>>,
 }
 
@@ -977,7 +228,7 @@ pub fn spawn(
             allow_network: false,
         });
     }
-    let state = SessionState {
+    let state = ConversationState {
         history: Vec::new(),
         unparsed: None,
         displays_stored: 0,
@@ -1004,14 +255,6 @@ pub fn spawn(
     )
 }
 
-/// What a restored session must do first: finish the tool calls its crashed turn left open.
-pub struct Resume {
-    pub turn_id: String,
-    pub calls: Vec<crate::engine::history::ToolCallRecord>,
-    /// Decisions and open requests recorded before the crash, by tool call id.
-    pub recorded: HashMap<String, PendingRecord>,
-}
-
 #[allow(clippy::too_many_arguments)]
 fn start_actor(
     engine: Arc<EngineContext>,
@@ -1020,21 +263,13 @@ fn start_actor(
     workspace: Workspace,
     store: Option<Store>,
     client_fs: Option<Arc<dyn ClientFs>>,
-    state: SessionState,
+    state: ConversationState,
     last_seq: u64,
     resume: Option<Resume>,
 ) -> SessionHandle {
-    let shared = Arc::new(SessionShared {
-        id: id.clone(),
-        workspace,
-        engine,
-        emitter: Emitter::new(id, last_seq, sink, store.clone()),
-        state: Mutex::new(state),
-        pending: Mutex::new(HashMap::new()),
-        store,
-        client_fs,
-        history_gate: tokio::sync::Mutex::new(()),
-    });
+    let shared = Conversation::new(
+        id, workspace, engine, sink, store, client_fs, state, last_seq,
+    );
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(actor(shared.clone(), rx, resume));
     SessionHandle { shared, ops: tx }
@@ -1214,13 +449,15 @@ pub async fn restore_with_client_fs(
             history.last().and_then(|m| m.meta.turn_id.as_deref()),
         ));
     }
-    let state = SessionState {
+    let state = ConversationState {
         history,
-        unparsed: (!rows.is_empty()).then(|| UnparsedHistory {
-            rows,
-            displays: stored_displays,
-            title: record.title.clone(),
-            updated_at: record.updated_at,
+        unparsed: (!rows.is_empty()).then(|| {
+            UnparsedHistory::new(
+                rows,
+                stored_displays,
+                record.title.clone(),
+                record.updated_at,
+            )
         }),
         displays_stored,
         model,
@@ -1267,14 +504,6 @@ pub async fn restore_with_client_fs(
     })
 }
 
-/// Histories at least this long are parsed on two threads; below it a second thread costs
-/// more than it saves.
-const PARALLEL_PARSE_MIN: usize = 1_000;
-
-/// Parse stored message rows into history messages, on the blocking pool (never on a runtime
-/// worker: a long session takes tens of milliseconds). A long history is cut in two halves
-/// that parse on two threads. A damaged row is reported with its position in the session,
-/// `first_position` being the position of `rows[0]`.
 /// Whether one more steering text would pass the config's caps on queued steering; the error
 /// says which cap and what to do. The queue is drained at every safe point, so the caps bound
 /// what one client can pile up between two model requests, not a session's total.
@@ -1300,30 +529,6 @@ fn steering_queue_full(
     None
 }
 
-fn parse_history(rows: &[String], first_position: usize) -> Result<Vec<Message>, (usize, String)> {
-    fn parse(offset: usize, rows: &[String]) -> Result<Vec<Message>, (usize, String)> {
-        rows.iter()
-            .enumerate()
-            .map(|(i, json)| serde_json::from_str(json).map_err(|e| (offset + i, e.to_string())))
-            .collect()
-    }
-    let two_cores = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
-    if rows.len() < PARALLEL_PARSE_MIN || !two_cores {
-        return parse(first_position, rows);
-    }
-    let (head, tail) = rows.split_at(rows.len() / 2);
-    let offset = first_position + head.len();
-    std::thread::scope(|scope| {
-        let tail = scope.spawn(move || parse(offset, tail));
-        let mut history = parse(first_position, head)?;
-        let tail = tail
-            .join()
-            .map_err(|_| (offset, "the parsing thread panicked".to_owned()))??;
-        history.extend(tail);
-        Ok(history)
-    })
-}
-
 /// A restored session, before its crashed turn continues.
 pub struct Restored {
     pub handle: SessionHandle,
@@ -1339,7 +544,7 @@ struct RunningTurn {
 }
 
 async fn actor(
-    shared: Arc<SessionShared>,
+    shared: Arc<Conversation>,
     mut ops: mpsc::UnboundedReceiver<Op>,
     resume: Option<Resume>,
 ) {
@@ -1442,13 +647,28 @@ async fn actor(
                 decision,
                 message,
                 edited_content,
+                arguments_digest,
                 reply,
             } => {
-                let cut = edited_content.is_some()
-                    && lock(&shared.pending)
-                        .get(&request_id)
-                        .is_some_and(|p| p.shown == ProposalShown::Cut);
-                if cut {
+                let (cut, other_arguments) = {
+                    let pending = lock(&shared.pending);
+                    let request = pending.get(&request_id);
+                    (
+                        edited_content.is_some()
+                            && request.is_some_and(|p| p.shown == ProposalShown::Cut),
+                        arguments_digest.as_deref().is_some_and(|digest| {
+                            request.is_some_and(|p| {
+                                p.payload["argumentsDigest"].as_str() != Some(digest)
+                            })
+                        }),
+                    )
+                };
+                if other_arguments {
+                    reply(Err(SessionError::StaleApproval(format!(
+                        "request {request_id} now holds different arguments than the ones approved (digest {}); review the latest approvalRequested and answer that",
+                        arguments_digest.unwrap_or_default()
+                    ))));
+                } else if cut {
                     reply(Err(SessionError::EditUnavailable(format!(
                         "request {request_id} proposes a change too large to show in full, so it cannot be edited before it is applied; approve or deny it without editedContent (after approving, edit the file itself)"
                     ))));
@@ -1529,9 +749,9 @@ async fn actor(
 }
 
 /// Completes the history before an op that reads it (a restored session parses its stored
-/// messages only here, see [`SessionShared::complete_history`]); `None` when the history is
+/// messages only here, see [`Conversation::complete_history`]); `None` when the history is
 /// damaged and the op has been answered with that error.
-async fn op_with_history(shared: &Arc<SessionShared>, op: Op) -> Option<Op> {
+async fn op_with_history(shared: &Arc<Conversation>, op: Op) -> Option<Op> {
     let reads_history = matches!(
         op,
         Op::Prompt { .. } | Op::Retry { .. } | Op::SwitchModel { .. } | Op::Resume { .. }
@@ -1573,49 +793,23 @@ async fn op_with_history(shared: &Arc<SessionShared>, op: Op) -> Option<Op> {
     None
 }
 
-fn resume_turn(shared: &Arc<SessionShared>, resume: Resume) -> RunningTurn {
+fn resume_turn(shared: &Arc<Conversation>, resume: Resume) -> RunningTurn {
     turn::announce(shared, &resume.turn_id);
     let cancel = CancellationToken::new();
     let join = tokio::spawn(turn::resume_turn(shared.clone(), resume, cancel.clone()));
     RunningTurn { cancel, join }
 }
 
-fn start_turn(shared: &Arc<SessionShared>, turn_id: String) -> RunningTurn {
+fn start_turn(shared: &Arc<Conversation>, turn_id: String) -> RunningTurn {
     turn::announce(shared, &turn_id);
     let cancel = CancellationToken::new();
     let join = tokio::spawn(turn::run_turn(shared.clone(), turn_id, cancel.clone()));
     RunningTurn { cancel, join }
 }
 
-/// Marks the error notice of a turn that a provider error ended (`meta.display.reason`).
-pub const PROVIDER_ERROR_REASON: &str = "providerError";
-
-/// `retry` is for recovering from a provider error: the history must end in an error notice,
-/// looking through model switches (switching model and then retrying is the intended recovery).
-pub fn retry_allowed(history: &[Message]) -> Result<(), String> {
-    let last = history
-        .iter()
-        .rev()
-        .find(|m| m.notice != Some(NoticeKind::ModelSwitch));
-    let provider_error = |m: &Message| {
-        m.notice == Some(NoticeKind::Error)
-            && m.meta
-                .display
-                .as_ref()
-                .and_then(|d| d.get("reason"))
-                .and_then(serde_json::Value::as_str)
-                == Some(PROVIDER_ERROR_REASON)
-    };
-    match last {
-        Some(m) if provider_error(m) => Ok(()),
-        Some(_) => Err("retry is only for a turn that ended in a provider error, and the last turn did not; send `prompt` instead".to_owned()),
-        None => Err("the session has no turn to retry; send `prompt` first".to_owned()),
-    }
-}
-
 /// Take the pending request `request_id` if it is of the expected kind.
 fn take_pending(
-    shared: &SessionShared,
+    shared: &Conversation,
     request_id: &str,
     expected: PendingKind,
 ) -> Result<PendingRequest, SessionError> {
@@ -1645,7 +839,7 @@ fn take_pending(
 /// Answer the client first, then hand the resolution to the waiting turn, so the response
 /// precedes the `approvalResolved` and everything the decision causes.
 fn resolve_pending(
-    shared: &SessionShared,
+    shared: &Conversation,
     request_id: &str,
     expected: PendingKind,
     resolution: Resolution,
@@ -1662,7 +856,7 @@ fn resolve_pending(
 }
 
 fn switch_model(
-    shared: &SessionShared,
+    shared: &Conversation,
     model: String,
 ) -> Result<(String, Option<String>), SessionError> {
     let config = &shared.engine.config;
@@ -1716,26 +910,4 @@ fn switch_model(
         },
     );
     Ok((model, warning))
-}
-
-/// How many messages of a restored session's history are still unparsed JSON.
-fn unparsed_len(state: &SessionState) -> usize {
-    state.unparsed.as_ref().map_or(0, UnparsedHistory::len)
-}
-
-/// The display entry of `message`, about to be appended, when it is final already: every
-/// message before it has its entry stored (so none of them has a call waiting for a result)
-/// and it neither makes a tool call nor answers one. Only a tool result changes another
-/// message's entry, so such an entry is exactly what the turn's end would store for it.
-fn final_display(state: &SessionState, message: &Message) -> Option<String> {
-    let position = unparsed_len(state) + state.history.len();
-    if state.displays_stored != position
-        || !message.tool_calls.is_empty()
-        || message.tool_result.is_some()
-    {
-        return None;
-    }
-    display::settled_displays(position as u64, std::slice::from_ref(message))
-        .pop()
-        .map(|entry| entry.display)
 }

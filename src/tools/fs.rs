@@ -16,8 +16,8 @@ use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use ignore::{WalkBuilder, WalkState};
 
-use crate::permissions::protected::{protected_reason, secret_reason};
 use crate::workspace::diff::{file_diff, unified_diff, FileDiff};
+use crate::workspace::protected::{protected_reason, secret_reason};
 use crate::workspace::{EntryKind, Workspace, WorkspaceError, WorkspacePath};
 
 /// The result of one tool call, as the model will see it.
@@ -814,11 +814,11 @@ pub fn refuse_protected(ws: &Workspace, p: &crate::workspace::WorkspacePath) -> 
 
 /// Why a change to `path` asks the user every time, in every mode: a project file the user
 /// edits on purpose that also runs code (`.vscode/tasks.json`; see
-/// `permissions::protected::ASK_FILES`), on the resolved path.
+/// `workspace::protected::ASK_FILES`), on the resolved path.
 pub fn ask_change_reason(ws: &Workspace, path: &str) -> Option<String> {
     let p = ws.resolve(path).ok()?;
     let resolved = ws.resolved_relative(&p).ok()?;
-    crate::permissions::protected::ask_reason(&resolved).map(|why| {
+    crate::workspace::protected::ask_reason(&resolved).map(|why| {
         format!(
             "changing `{}` needs your approval every time: {why}",
             p.display

@@ -187,6 +187,11 @@ fn abi_number(status: &RestrictionStatus) -> Option<i32> {
 /// `tandem sandbox-exec --probe`: restrict this process with no write grant and no network,
 /// then prove that a write and a TCP connect are really refused. Prints one line,
 /// `landlock abi=N fs=enforced|open net=enforced|open`, which the server's probe parses.
+#[allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "runs in the sandbox-exec helper process, whose stdout and stderr belong to the confined command and its caller, never to a protocol"
+)]
 pub fn probe() -> i32 {
     let scratch = std::env::temp_dir();
     let spec = Spec::default();
@@ -294,6 +299,11 @@ fn close_other_sockets() -> Result<(), String> {
 /// own grace, which this must beat), every descendant is killed and reaped. Without it such a
 /// process would go on writing the workspace after the command, the turn and tandem ended.
 /// Returns the command's exit code (128 + the signal for one killed by a signal).
+#[allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "runs in the sandbox-exec helper process, whose stdout and stderr belong to the confined command and its caller, never to a protocol"
+)]
 fn supervise(
     spec: &Spec,
     first: &std::ffi::OsString,
@@ -436,6 +446,11 @@ fn descendants_of(root: i32) -> Vec<i32> {
 
 /// `tandem sandbox-exec [grants] -- program args…`: restrict, then become the program. Returns
 /// only when it could not (the caller exits with the returned code).
+#[allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "runs in the sandbox-exec helper process, whose stdout and stderr belong to the confined command and its caller, never to a protocol"
+)]
 pub fn exec(spec: &Spec, program: &[std::ffi::OsString]) -> i32 {
     let Some((first, rest)) = program.split_first() else {
         eprintln!("tandem sandbox-exec: no command given after `--`");

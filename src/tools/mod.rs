@@ -15,7 +15,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::protocol::{Location, ToolKind};
-use crate::providers::ToolSpec;
 use crate::workspace::Workspace;
 
 /// How dangerous a tool is; this drives both scheduling and permissions.
@@ -41,12 +40,9 @@ pub struct ToolMeta {
 }
 
 impl ToolMeta {
-    pub fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.name,
-            description: self.description,
-            parameters: (self.parameters)(),
-        }
+    /// The JSON Schema of the arguments object (the engine puts it in each provider request).
+    pub fn parameters(&self) -> Value {
+        (self.parameters)()
     }
 }
 
@@ -431,8 +427,7 @@ mod tests {
     #[test]
     fn every_tool_has_an_object_schema_and_parses() {
         for tool in TOOLS {
-            let spec = tool.spec();
-            assert_eq!(spec.parameters["type"], "object", "{}", tool.name);
+            assert_eq!(tool.parameters()["type"], "object", "{}", tool.name);
         }
         assert_eq!(
             parse_args("read_file", &json!({"path":"a"})).unwrap(),

@@ -265,11 +265,11 @@ pub async fn status() -> SandboxStatus {
 /// `--ro-bind-try` tolerates a missing source but not one under a file (`.git/hooks` in a
 /// worktree), which would make every command fail.
 pub fn read_only_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
-    let mut paths = crate::permissions::protected::extra_protected();
+    let mut paths = crate::workspace::protected::extra_protected();
     for root in roots {
         // Files that run code when the user opens the folder or runs a task, where they exist
         // (bubblewrap cannot mount over a missing one: a command can still create a new one).
-        for relative in crate::permissions::protected::fixed_protected_paths() {
+        for relative in crate::workspace::protected::fixed_protected_paths() {
             let path = root.join(relative);
             if std::fs::symlink_metadata(&path).is_ok() {
                 paths.push(path);
@@ -334,7 +334,7 @@ fn git_internals(git_dir: &Path, depth: usize, paths: &mut Vec<PathBuf>) {
 /// Protected paths that do not exist before a command and so cannot be mounted read-only: the
 /// git files `commondir` and `config.worktree` of each root's git directory, and the paths of
 /// the protected tables (`.envrc`, `.vscode/tasks.json`, `.config/autostart`, ...; see
-/// `permissions::protected::fixed_protected_paths`). They are noted before a command; whatever
+/// `workspace::protected::fixed_protected_paths`). They are noted before a command; whatever
 /// of them the command created is removed after it, with a line for the model saying so (the
 /// file tools, which refuse or ask, are the way to make such a change).
 #[derive(Debug, Default)]
@@ -351,9 +351,8 @@ impl ProtectedSentinels {
             if git.is_dir() {
                 candidates.extend([git.join("commondir"), git.join("config.worktree")]);
             }
-            candidates.extend(
-                crate::permissions::protected::fixed_protected_paths().map(|p| root.join(p)),
-            );
+            candidates
+                .extend(crate::workspace::protected::fixed_protected_paths().map(|p| root.join(p)));
         }
         let missing = candidates
             .into_iter()

@@ -417,7 +417,7 @@ mod tests {
 
     async fn sandboxed(command: &str, root: &std::path::Path) -> Option<ShellResult> {
         // The unit-test binary is not tandem, so only the bubblewrap layer is tried here;
-        // tests/sandbox.rs drives the Landlock helper through the real binary.
+        // tests/it/sandbox.rs drives the Landlock helper through the real binary.
         let super::super::sandbox::SandboxStatus::Bwrap { bwrap, .. } =
             super::super::sandbox::status().await
         else {
@@ -440,7 +440,7 @@ mod tests {
     #[tokio::test]
     async fn the_sandbox_confines_writes_and_network() {
         let Some(_) = sandboxed("true", &std::env::temp_dir()).await else {
-            // Only where bwrap works; tests/security.rs asserts that CI has it.
+            // Only where bwrap works; tests/it/security.rs asserts that CI has it.
             return;
         };
         let root =

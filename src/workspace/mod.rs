@@ -7,6 +7,7 @@
 //! lexical step is mapping an absolute path onto the root it starts with.
 
 pub mod diff;
+pub mod protected;
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An ACP client built on the ACP Python SDK (agent-client-protocol on PyPI) that drives the
-real `tandem acp` binary. tests/acp.rs runs one scenario per call, with the mock LLM's scripts
+real `tandem acp` binary. tests/it/acp.rs runs one scenario per call, with the mock LLM's scripts
 already queued, and reads the per-check lines this prints:
 
     PASS <check>

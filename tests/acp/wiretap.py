@@ -4,7 +4,7 @@ and appending each one to a log as it passes: `{"dir": "in"|"out", "line": <text
 
     wiretap.py LOG -- COMMAND [ARGS...]
 
-tests/acp.rs puts it in front of `tandem acp` so that tests/acp/validate.py can check every
+tests/it/acp.rs puts it in front of `tandem acp` so that tests/acp/validate.py can check every
 message tandem sent (and, to know which method a response answers, every message it received)
 against the official ACP JSON schema. When the caller closes our stdin the command's stdin is
 closed; when the command exits we exit with its status. Lines are copied as bytes; the log

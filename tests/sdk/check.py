@@ -1,6 +1,6 @@
 """Consume the mock LLM's Anthropic and Gemini streams with the vendors' official SDKs.
 
-tests/providers.rs queues the scripts, runs this with MOCK_ROOT=http://127.0.0.1:PORT and asserts
+tests/it/providers.rs queues the scripts, runs this with MOCK_ROOT=http://127.0.0.1:PORT and asserts
 on the one JSON line it prints: what each SDK parsed out of the stream (text, reasoning, tool
 calls, signatures, stop reason, usage). Any SDK error propagates and fails the test.
 """

@@ -3,12 +3,10 @@
 //! no `TIOCSTI` keystrokes into the user's shell) and a minimal environment (no provider key, no
 //! token the user exported, only what the config's `shell_env` names).
 
-mod support;
-
 use std::process::Stdio;
 
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 
 const SECRET_KEY: &str = "sk-test-provider-key-4711";
 const GITHUB_TOKEN: &str = "ghp_test_token_0815";

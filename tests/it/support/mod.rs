@@ -1,8 +1,8 @@
 //! Shared integration-test support: a scripted OpenAI-compatible mock LLM and a client that
 //! drives the real `tandem` binary over real pipes.
 //!
-//! Every test binary declares `mod support;` and uses what it needs; the `allow`s below keep
-//! the binaries that use only part of it free of dead-code warnings.
+//! `tests/it/main.rs` declares it once for every test module. The `allow`s below cover helpers
+//! kept for interactive debugging and the editor suites' needs that no module calls today.
 //!
 //! Waiting is always on a condition (an event, a request count, a gate), never a bare sleep.
 //! Each wait is guarded by `wait_timeout()` (10 s, or `TANDEM_TEST_TIMEOUT_SECS`) and fails the

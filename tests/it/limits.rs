@@ -3,10 +3,8 @@
 //! steering, and `session/load` replies within the frame cap. Past each cap tandem cuts, says
 //! so, and keeps going; nothing it holds or stores grows past what the caps allow.
 
-mod support;
-
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 
 async fn start(mock: &MockLlm, prelude: &str) -> Tandem {
     Tandem::start_with(TandemOptions::with_mock(mock).config(config_with(mock, prelude))).await

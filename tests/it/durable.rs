@@ -3,13 +3,11 @@
 //! reads, a write and shell calls; then restart, load and continue. Nothing acknowledged is
 //! lost, no side effect runs twice, and the database stays intact.
 
-mod support;
-
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 
 fn database(data_dir: &Path) -> rusqlite::Connection {
     rusqlite::Connection::open(data_dir.join("tandem.sqlite3")).expect("open the session database")

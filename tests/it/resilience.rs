@@ -3,10 +3,8 @@
 //! failed turn, compaction (automatic, forced by an overflow error, bounded), and continuation
 //! after an output-length cut.
 
-mod support;
-
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 
 /// Fast retries so the tests spend no time in backoff.
 const FAST: &str = "retry_base_delay_ms = 1\nretry_max_delay_ms = 5";

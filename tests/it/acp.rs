@@ -10,13 +10,11 @@
 //! Nothing is skipped: when a client is not installed the test fails and says to run
 //! `tests/acp/setup` (which `.ci/run` runs through `scripts/test`).
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 
 const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
 

@@ -3,10 +3,8 @@
 //! frames over the cap, batches and one-byte writes. Every frame gets the right error, the
 //! server never stops reading, and its memory stays flat.
 
-mod support;
-
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 
 struct SplitMix(u64);
 

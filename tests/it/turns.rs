@@ -1,10 +1,8 @@
 //! End-to-end turns through the real binary: tools, approvals, diffs, scheduling, steering,
 //! model switches, modes and outbound hygiene, against a mock OpenAI-compatible server.
 
-mod support;
-
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 
 /// Every `tool_calls` id in a recorded request is answered by a later `tool` message.
 fn assert_no_orphans(request: &Value) {

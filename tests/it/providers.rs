@@ -6,10 +6,8 @@
 //! capable and blind models, usage per model across switches, the model catalog, and API keys
 //! from the environment.
 
-mod support;
-
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 
 const ANTHROPIC_KEY_VAR: &str = "TANDEM_TEST_ANTHROPIC_KEY";
 const GEMINI_KEY_VAR: &str = "TANDEM_TEST_GEMINI_KEY";

@@ -2,19 +2,17 @@
 //! requests to the editor that are never answered, bytes that are not UTF-8 or not JSON, a
 //! client that goes away, and the error codes an ACP client branches on.
 //!
-//! The SDK clients of `tests/acp.rs` always answer and always send valid JSON, so these cases
+//! The SDK clients of `tests/it/acp.rs` always answer and always send valid JSON, so these cases
 //! need a raw client: this file spawns the real `tandem acp`, writes lines to its stdin and
 //! reads every line it writes, against the mock LLM on loopback.
-
-mod support;
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin};
 
@@ -89,7 +87,7 @@ impl Raw {
     }
 
     /// Checks every message tandem wrote so far against the official ACP JSON schema with
-    /// `tests/acp/validate.py` (see tests/acp.rs), and fails on any invalid one.
+    /// `tests/acp/validate.py` (see tests/it/acp.rs), and fails on any invalid one.
     async fn validate_against_the_schema(&self) {
         let log = self.scratch.path().join("wiretap.jsonl");
         let mut text = String::new();

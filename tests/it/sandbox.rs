@@ -2,12 +2,10 @@
 //! where bubblewrap is missing), Landlock inside bubblewrap, and the user's per-session network
 //! switch (`setNetworkAccess`), which survives a restart and which the model cannot reach.
 
-mod support;
-
 use std::path::Path;
 
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 
 /// What this kernel offers, measured independently of tandem with the `landlock` crate:
 /// `None` without Landlock, `Some(true)` when it can also restrict TCP (ABI 4 and later).

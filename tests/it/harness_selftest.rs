@@ -2,13 +2,11 @@
 //! and the stdout frame reader, so a failing acceptance test can be trusted to be the server's
 //! fault. None of these start the tandem binary.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{read_message, Framing, Gate, MockLlm, Script, Step, HELPER_USAGE};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use support::{read_message, Framing, Gate, MockLlm, Script, Step, HELPER_USAGE};
 
 fn client() -> reqwest::Client {
     // No proxy: the mock is on loopback and an outer proxy setting must not interfere.
@@ -500,7 +498,7 @@ async fn frame_reader_handles_both_framings_and_garbage() {
 async fn frame_writer_matches_reader() {
     let v = json!({"jsonrpc": "2.0", "id": "x", "method": "initialize"});
     for framing in [Framing::Ndjson, Framing::ContentLength] {
-        let bytes = support::tandem::frame(framing, v.to_string().as_bytes());
+        let bytes = crate::support::tandem::frame(framing, v.to_string().as_bytes());
         let mut r = tokio::io::BufReader::new(&bytes[..]);
         let (f, m) = read_message(&mut r).await.unwrap().unwrap();
         assert_eq!(f, framing);

@@ -2,10 +2,8 @@
 //! call, while a shell command runs, at a pending approval or question, and between iterations.
 //! Each test then prompts again and checks the next request has no orphan tool call.
 
-mod support;
-
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 
 fn assert_no_orphans(request: &Value) {
     let messages = request["messages"].as_array().expect("messages array");

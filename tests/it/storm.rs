@@ -3,13 +3,11 @@
 //! turn's end, no write without its approval), and 50 concurrent sessions × 20 turns (no store
 //! errors, no cross-session leak, bounded memory).
 
-mod support;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 
 struct SplitMix(u64);
 

@@ -2,10 +2,8 @@
 //! the shell sandbox (no network, read-only outside the workspace and .git), chained commands,
 //! and the fallback when no sandbox can be enforced.
 
-mod support;
-
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 
 fn tool_results(request: &Value) -> Vec<(String, String)> {
     request["messages"]

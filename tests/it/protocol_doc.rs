@@ -16,7 +16,7 @@
 //! - an error example's `data.kind` is not an `ErrorKind`, or its `code` is not `kind.code()`;
 //! - an `ErrorKind` (or a value of another wire enum) is never mentioned in the document.
 //!
-//! Run with `cargo test --test protocol_doc`.
+//! Run with `cargo test --test it -- protocol_doc::`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -315,7 +315,7 @@ fn check_params(m: &str, params: &Value) -> Result<(), String> {
         }
         other => {
             return Err(format!(
-                "no params type is mapped for `{other}`; add it to check_params in tests/protocol_doc.rs"
+                "no params type is mapped for `{other}`; add it to check_params in tests/it/protocol_doc.rs"
             ))
         }
     }
@@ -381,7 +381,7 @@ fn check_result(m: &str, result: &Value) -> Result<(), String> {
         }
         other => {
             return Err(format!(
-                "no result type is mapped for `{other}`; add it to check_result in tests/protocol_doc.rs"
+                "no result type is mapped for `{other}`; add it to check_result in tests/it/protocol_doc.rs"
             ))
         }
     }
@@ -654,7 +654,7 @@ fn check_load_result(result: &SessionLoadResult) -> Result<(), String> {
             ));
         }
     }
-    if result.state == SessionState::Idle && !result.pending.is_empty() {
+    if result.state == ConversationState::Idle && !result.pending.is_empty() {
         return Err("an idle session has nothing pending".into());
     }
     Ok(())
@@ -1023,7 +1023,7 @@ fn full_results(m: &str) -> Vec<Value> {
             cwd: "/".into(),
             model: "m".into(),
             mode: Mode::Ask,
-            state: SessionState::Running,
+            state: ConversationState::Running,
             network_access: true,
             messages: displayed(&full_history()),
             // The members every approval shows; its optional ones are covered by the event checks.
@@ -1269,13 +1269,13 @@ fn all_enum_values() -> Vec<(&'static str, Value)> {
     }
     add("NoticeKind", notices.iter().map(|x| to(x)).collect());
 
-    let states = [SessionState::Idle, SessionState::Running];
+    let states = [ConversationState::Idle, ConversationState::Running];
     for st in &states {
         match st {
-            SessionState::Idle | SessionState::Running => {}
+            ConversationState::Idle | ConversationState::Running => {}
         }
     }
-    add("SessionState", states.iter().map(|x| to(x)).collect());
+    add("ConversationState", states.iter().map(|x| to(x)).collect());
 
     let framings = [Framing::Ndjson, Framing::ContentLength];
     for f in &framings {

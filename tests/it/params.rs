@@ -2,11 +2,9 @@
 //! invalidParams` naming the field (`data.field` and the message) and what type was expected,
 //! before any semantic check, and the server keeps serving.
 
-mod support;
-
+use crate::support::*;
 use ::tandem::protocol::method;
 use serde_json::{json, Value};
-use support::*;
 
 /// One malformed request and the field the error must name.
 struct Case {

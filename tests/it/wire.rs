@@ -1,10 +1,8 @@
 //! The wire: malformed frames, both framings, error kinds, lifecycle, and path escapes through
 //! the tools, all against the real binary over real pipes.
 
-mod support;
-
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 
 fn error_of(message: &Value) -> (i64, String) {
     (

@@ -1,0 +1,766 @@
+//! The conversation a session holds: its canonical history, model, mode, rules, steering
+//! queue, pending requests and the journal of everything it persists. The session actor and
+//! the running turn share one [`Conversation`]; the engine owns it, the session layer only
+//! queues ops against it.
+//!
+//! Invariants: every message enters the history through [`Conversation::commit`] (or
+//! `append_locked`), which enqueues its row before any event can announce it (invariant 8); a
+//! side effect runs only after [`Conversation::before_side_effect`] made its start durable;
+//! critical sections on `state` are short and never held across an `await`.
+//! Does not: read ops, spawn tasks, or know any face.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::oneshot;
+
+use super::display;
+use super::emitter::Emitter;
+use super::history::{now_ms, Message, NoticeKind, Role};
+use super::EngineContext;
+use crate::permissions::PermissionRules;
+use crate::protocol::{Decision, ErrorKind, Event, Mode};
+use crate::store::{Durability, MessageRow, PendingRecord, RuleRecord, SessionRecord, Store};
+use crate::tools::client_fs::ClientFs;
+use crate::workspace::Workspace;
+
+/// A message as the store keeps it. Tool results gate what runs next, so they are committed
+/// with full durability. `None` (logged) for a message that cannot be serialized.
+fn message_row(message: &Message, display: Option<String>) -> Option<MessageRow> {
+    let durability = if message.role == Role::Tool {
+        Durability::Full
+    } else {
+        Durability::Normal
+    };
+    match serde_json::to_string(message) {
+        Ok(json) => Some(MessageRow {
+            message_id: message.id.clone(),
+            turn_id: message.meta.turn_id.clone(),
+            role: role_name(message.role).to_owned(),
+            json,
+            display,
+            durability,
+        }),
+        Err(e) => {
+            tracing::error!("cannot serialize message {}: {e}", message.id);
+            None
+        }
+    }
+}
+
+/// Lock a mutex, recovering the data if a panicking thread poisoned it: the state is plain
+/// data that every critical section leaves consistent.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    #[error("a turn is already running in this session; wait for turnEnded, `steer` it, or `stop` it first")]
+    TurnInProgress,
+    #[error("no turn is running in this session; send `prompt` instead")]
+    NoTurnRunning,
+    #[error("{0}")]
+    StaleApproval(String),
+    #[error("unknown model `{model}`; pick one of: {known}")]
+    UnknownModel { model: String, known: String },
+    #[error("{0}")]
+    RetryUnavailable(String),
+    #[error("the session has shut down; start a new session")]
+    Closed,
+    /// A stored message of a restored session cannot be parsed, so its history cannot be sent
+    /// to a model.
+    #[error("{0}")]
+    HistoryDamaged(String),
+    /// The store could not save this session's last changes and still cannot (see
+    /// [`Conversation::ensure_stored`]).
+    #[error("the session store cannot write ({0}), so this session takes no new work: nothing more could be saved; free disk space or end the program that holds the database lock, then send the request again")]
+    StoreUnavailable(String),
+    /// The running turn already holds as much queued steering as the config allows.
+    #[error("{0}")]
+    SteeringQueueFull(String),
+    /// `editedContent` for a proposal that was shown cut.
+    #[error("{0}")]
+    EditUnavailable(String),
+}
+
+impl SessionError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            SessionError::TurnInProgress => ErrorKind::TurnInProgress,
+            SessionError::NoTurnRunning => ErrorKind::NoTurnRunning,
+            SessionError::StaleApproval(_) => ErrorKind::StaleApproval,
+            SessionError::UnknownModel { .. } => ErrorKind::UnknownModel,
+            SessionError::RetryUnavailable(_) => ErrorKind::RetryUnavailable,
+            SessionError::Closed => ErrorKind::UnknownSession,
+            SessionError::HistoryDamaged(_) => ErrorKind::Internal,
+            SessionError::StoreUnavailable(_) => ErrorKind::StoreUnavailable,
+            SessionError::SteeringQueueFull(_) => ErrorKind::SteeringQueueFull,
+            SessionError::EditUnavailable(_) => ErrorKind::InvalidParams,
+        }
+    }
+}
+
+/// The mutable state of a session.
+pub struct ConversationState {
+    /// The canonical history; while `unparsed` is `Some`, only the messages after the unparsed
+    /// ones (see [`Conversation::complete_history`]).
+    pub history: Vec<Message>,
+    /// A restored session's first messages, still as stored JSON: a resume answers without
+    /// parsing them, and the actor parses them before the first op that needs the history.
+    pub unparsed: Option<UnparsedHistory>,
+    /// How many messages from the start of the history have their display entry stored
+    /// (see [`display`]); a message appended right after them whose entry is final already
+    /// is stored with it, the rest get theirs when the turn that wrote them ends.
+    pub displays_stored: usize,
+    pub model: String,
+    pub mode: Mode,
+    pub rules: PermissionRules,
+    /// Steering messages waiting for the next safe point.
+    pub steering: VecDeque<String>,
+    /// The running turn, cleared by the turn itself as it announces `turnEnded`.
+    pub active_turn: Option<String>,
+    /// Whether `steer` is accepted: true from admission until the turn decides to end.
+    pub accepting_steering: bool,
+    /// Whether sandboxed commands may use the network: the user's choice, never the model's.
+    pub allow_network: bool,
+    /// Token usage per model, in the order the models were first used (mirrors the store).
+    pub usage: Vec<crate::store::UsageTotals>,
+    /// Every tool call id in `history`, built the first time a turn asks
+    /// ([`ConversationState::tool_call_id_taken`]) and kept up to date by `append_locked`; `None`
+    /// until then, and again whenever `history` is replaced wholesale.
+    pub tool_call_ids: Option<std::collections::HashSet<String>>,
+}
+
+impl ConversationState {
+    /// Whether a tool call of this session already has `id`. A provider may reuse ids (some
+    /// local servers number calls from `call_0` in every answer, a hostile one repeats them on
+    /// purpose), and the session keys approvals, side-effect marks, results and resume on
+    /// the id, so a new call only keeps its provider's id when no earlier call has it. While
+    /// part of a restored history is still unparsed nothing can be ruled out, so every id
+    /// counts as taken (a fresh one is always safe).
+    pub fn tool_call_id_taken(&mut self, id: &str) -> bool {
+        if self.unparsed.is_some() {
+            return true;
+        }
+        let history = &self.history;
+        self.tool_call_ids
+            .get_or_insert_with(|| {
+                history
+                    .iter()
+                    .flat_map(|m| m.tool_calls.iter().map(|c| c.id.clone()))
+                    .collect()
+            })
+            .contains(id)
+    }
+}
+
+/// The stored messages at the start of a restored session's history that are not parsed yet.
+pub struct UnparsedHistory {
+    /// Message JSON in history order; the first message is at position 0.
+    rows: Vec<String>,
+    /// The stored display entry of each row (`""` for a message that shows as no entry), which
+    /// `session/load` sends as they are while the rows are unparsed.
+    displays: Vec<String>,
+    /// What `session/list` shows while the rows are unparsed: the stored title and the time of
+    /// the last stored change.
+    pub title: Option<String>,
+    pub updated_at: u64,
+}
+
+impl UnparsedHistory {
+    /// Stored rows (history order, the first at position 0) with their display entries.
+    pub fn new(
+        rows: Vec<String>,
+        displays: Vec<String>,
+        title: Option<String>,
+        updated_at: u64,
+    ) -> Self {
+        UnparsedHistory {
+            rows,
+            displays,
+            title,
+            updated_at,
+        }
+    }
+
+    /// How many messages are still unparsed.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The stored display entries of the unparsed messages, in order.
+    pub fn displays(&self) -> &[String] {
+        &self.displays
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PendingKind {
+    Approval,
+    Question,
+}
+
+/// The user's answer to a pending request.
+#[derive(Debug)]
+pub enum Resolution {
+    Approval {
+        decision: Decision,
+        message: Option<String>,
+        edited_content: Option<String>,
+    },
+    Answer(String),
+}
+
+pub struct PendingRequest {
+    pub kind: PendingKind,
+    pub tool_call_id: String,
+    pub turn_id: String,
+    /// The event that asked, shown again by `session/load`.
+    pub payload: serde_json::Value,
+    /// Whether the client was shown the whole proposal; an edit of a cut one is refused.
+    pub shown: ProposalShown,
+    pub sender: oneshot::Sender<Resolution>,
+}
+
+/// How much of a proposed change its approval shows (see `engine::turn::fit_approval`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProposalShown {
+    /// Every byte of the arguments and the diff.
+    Whole,
+    /// Too large for one message: long parts are cut, each with a note.
+    Cut,
+}
+
+/// State shared by the actor and the running turn.
+pub struct Conversation {
+    pub id: String,
+    pub workspace: Workspace,
+    pub engine: Arc<EngineContext>,
+    pub emitter: Emitter,
+    pub state: Mutex<ConversationState>,
+    pub pending: Mutex<HashMap<String, PendingRequest>>,
+    /// The durable store, when the face has one (`tandem serve` does; `tandem run` does not).
+    pub store: Option<Store>,
+    /// Reads and edits through the client's editor, when the face's client offers it (ACP's
+    /// `fs/*`); `None` reads and writes the disk.
+    pub client_fs: Option<Arc<dyn ClientFs>>,
+    /// Held while the unparsed history is parsed, so two callers of
+    /// [`Conversation::complete_history`] parse it once.
+    history_gate: tokio::sync::Mutex<()>,
+}
+
+/// The settings a face shows beside a conversation (ACP's config options, a load reply).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConversationSettings {
+    pub model: String,
+    pub mode: Mode,
+    pub allow_network: bool,
+}
+
+/// What a session list shows of a conversation that has messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConversationSummary {
+    /// The stored title, or the first prompt's first 80 characters.
+    pub title: Option<String>,
+    pub model: String,
+    /// The time of the newest message, when one is known (ms since the epoch).
+    pub updated_at: Option<u64>,
+}
+
+impl Conversation {
+    /// A conversation with `state`, numbering its events after `last_seq`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: String,
+        workspace: Workspace,
+        engine: Arc<EngineContext>,
+        sink: Arc<dyn super::emitter::EventSink>,
+        store: Option<Store>,
+        client_fs: Option<Arc<dyn ClientFs>>,
+        state: ConversationState,
+        last_seq: u64,
+    ) -> Arc<Self> {
+        Arc::new(Conversation {
+            emitter: Emitter::new(id.clone(), last_seq, sink, store.clone()),
+            id,
+            workspace,
+            engine,
+            state: Mutex::new(state),
+            pending: Mutex::new(HashMap::new()),
+            store,
+            client_fs,
+            history_gate: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The model, mode and network choice, read together.
+    pub fn settings(&self) -> ConversationSettings {
+        let state = lock(&self.state);
+        ConversationSettings {
+            model: state.model.clone(),
+            mode: state.mode,
+            allow_network: state.allow_network,
+        }
+    }
+
+    /// A copy of the parsed history (complete only after [`Conversation::complete_history`]).
+    pub fn history_snapshot(&self) -> Vec<Message> {
+        lock(&self.state).history.clone()
+    }
+
+    /// The events that asked the pending approvals and questions, to show them again.
+    pub fn pending_payloads(&self) -> Vec<serde_json::Value> {
+        lock(&self.pending)
+            .values()
+            .map(|request| request.payload.clone())
+            .collect()
+    }
+
+    /// What a session list shows; `None` for a conversation nobody has prompted yet (it is
+    /// not listed, as the store does not list it).
+    pub fn summary(&self) -> Option<ConversationSummary> {
+        let state = lock(&self.state);
+        if state.history.is_empty() && state.unparsed.is_none() {
+            return None;
+        }
+        // A restored session whose start is unparsed answers with what the store kept.
+        let title = match &state.unparsed {
+            Some(unparsed) => unparsed.title.clone(),
+            None => state
+                .history
+                .iter()
+                .find(|m| m.role == Role::User)
+                .map(|m| m.text().chars().take(80).collect::<String>()),
+        };
+        let updated_at = state
+            .history
+            .last()
+            .map(|m| m.meta.ts)
+            .or(state.unparsed.as_ref().map(|u| u.updated_at));
+        Some(ConversationSummary {
+            title,
+            model: state.model.clone(),
+            updated_at,
+        })
+    }
+
+    /// Run `view` on the state, read-only, under the state lock: for a view that must not copy
+    /// a long history (the `session/load` reply borrows every display entry). `view` must be
+    /// short and must not block; callers run it on the blocking pool when it serializes much.
+    pub fn read<R>(&self, view: impl FnOnce(&ConversationState) -> R) -> R {
+        view(&lock(&self.state))
+    }
+
+    /// Append a message to the canonical history. Every commit goes through here, before the
+    /// event that announces it (invariant 8). Tool results gate what runs next, so they are
+    /// committed with full durability.
+    ///
+    /// A message whose display entry is final already (see [`final_display`]) is stored with
+    /// it, so the turn's end has no entry left to write for it: a turn that only talks ends
+    /// with no display write at all.
+    pub fn commit(&self, message: Message) {
+        let mut state = lock(&self.state);
+        self.append_locked(&mut state, message);
+    }
+
+    /// [`Conversation::commit`] for a caller that holds the state lock already.
+    pub fn append_locked(&self, state: &mut ConversationState, message: Message) {
+        let display = self
+            .store
+            .as_ref()
+            .and_then(|_| final_display(state, &message));
+        if display.is_some() {
+            state.displays_stored += 1;
+        }
+        self.persist_message_with_display(&message, display);
+        if let Some(ids) = &mut state.tool_call_ids {
+            ids.extend(message.tool_calls.iter().map(|c| c.id.clone()));
+        }
+        state.history.push(message);
+    }
+
+    fn persist_message_with_display(&self, message: &Message, display: Option<String>) {
+        if let (Some(store), Some(row)) = (&self.store, message_row(message, display)) {
+            store.append_message_row(&self.id, row);
+        }
+    }
+
+    pub fn emit(&self, turn_id: Option<&str>, event: Event) {
+        self.emitter.emit(turn_id, event);
+    }
+
+    /// Store the display entries of the messages whose turn is over and whose entry was not
+    /// written with their row (see [`Conversation::commit`]), so the next resume sends them
+    /// as they are; after a turn that made no tool call there is nothing left to write.
+    /// Called as a turn ends, under the state lock, after the turn's messages were enqueued,
+    /// so the rows exist when the writer updates them (which it does after the commit of what
+    /// was queued with them: nothing waits for these rows).
+    pub fn store_displays(&self, state: &mut ConversationState) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        // The unparsed messages were stored settled, so `displays_stored` is at least as many.
+        let base = unparsed_len(state);
+        let Some(from) = state.displays_stored.checked_sub(base) else {
+            return;
+        };
+        let Some(messages) = state.history.get(from..) else {
+            return;
+        };
+        let displays = display::settled_displays(state.displays_stored as u64, messages);
+        state.displays_stored += displays.len();
+        store.set_displays(&self.id, displays);
+    }
+
+    /// Parse the unparsed start of a restored session's history, on the blocking pool, and put
+    /// it in front of the parsed messages. Every op that reads the history waits for this
+    /// first; it is a no-op once done. A damaged row leaves the rows unparsed and is reported
+    /// with its position on every call, so no op ever sees a history with a hole in it.
+    pub async fn complete_history(&self) -> Result<(), SessionError> {
+        let _gate = self.history_gate.lock().await;
+        let Some(unparsed) = lock(&self.state).unparsed.take() else {
+            return Ok(());
+        };
+        let UnparsedHistory {
+            rows,
+            displays,
+            title,
+            updated_at,
+        } = unparsed;
+        let id = self.id.clone();
+        // Shared with the parsing thread so the rows survive a parse that fails or panics.
+        let rows = Arc::new(rows);
+        let parsing = rows.clone();
+        let parsed = tokio::task::spawn_blocking(move || parse_history(&parsing, 0)).await;
+        let mut state = lock(&self.state);
+        let why = match parsed {
+            Ok(Ok(mut prefix)) => {
+                prefix.append(&mut state.history);
+                state.history = prefix;
+                state.tool_call_ids = None;
+                return Ok(());
+            }
+            Ok(Err((position, why))) => {
+                format!("has a damaged message at position {position} ({why})")
+            }
+            Err(e) => format!("could not have its history parsed (the parsing task failed: {e})"),
+        };
+        state.unparsed = Some(UnparsedHistory {
+            rows: Arc::try_unwrap(rows).unwrap_or_else(|shared| shared.as_ref().clone()),
+            displays,
+            title,
+            updated_at,
+        });
+        Err(SessionError::HistoryDamaged(format!(
+            "session {id} {why}, so its history cannot be sent to a model; session/load still shows it, start a new session to go on"
+        )))
+    }
+
+    /// Record that a side effect (a write or a command) is about to run and wait until that is
+    /// durable, so a crash during it is reported as interrupted and never silently re-run.
+    ///
+    /// Fails closed: when the record cannot be made durable (the store cannot write, or an
+    /// earlier change of this session was lost), the side effect must not run, and the error
+    /// says why. A session without a store has nothing to record.
+    pub async fn before_side_effect(&self, tool_call_id: &str, name: &str) -> Result<(), String> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        if let Some(cause) = store.unavailable(&self.id) {
+            return Err(cause);
+        }
+        store.tool_started(&self.id, tool_call_id, name);
+        if let Err(e) = store.session_barrier(&self.id, Durability::Full).await {
+            tracing::error!("cannot record that {tool_call_id} starts: {e}");
+            return Err(e.cause());
+        }
+        // The barrier's own batch may have committed while the row's batch failed or the row
+        // was refused: the session's state says which.
+        match store.unavailable(&self.id) {
+            Some(cause) => Err(cause),
+            None => Ok(()),
+        }
+    }
+
+    /// Why this session's changes cannot be saved, if they cannot (see [`Store::unavailable`]).
+    pub fn store_unavailable(&self) -> Option<String> {
+        self.store.as_ref().and_then(|s| s.unavailable(&self.id))
+    }
+
+    /// Make the store hold everything this session holds before an op proceeds: a no-op while
+    /// the store is healthy; after a failed commit, write the rows the store lost (one
+    /// transaction) and accept new work again, or answer `StoreUnavailable` while it still
+    /// cannot write. So a session never goes on with work that a restart would forget.
+    pub async fn ensure_stored(&self) -> Result<(), SessionError> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        if store.unavailable(&self.id).is_none() {
+            return Ok(());
+        }
+        // Queued under the state lock: a message the turn appends after this snapshot is
+        // queued after the resync, so the store gets every message exactly once, in order.
+        let resynced = {
+            let state = lock(&self.state);
+            let title = match &state.unparsed {
+                Some(unparsed) => unparsed.title.clone(),
+                None => state
+                    .history
+                    .iter()
+                    .find(|m| m.role == Role::User)
+                    .map(|m| m.text().chars().take(80).collect()),
+            };
+            let record = SessionRecord {
+                id: self.id.clone(),
+                cwd: self.workspace.roots()[0].display().to_string(),
+                model: state.model.clone(),
+                mode: mode_name(state.mode).to_owned(),
+                title,
+                created_at: now_ms(),
+                updated_at: now_ms(),
+                allow_network: state.allow_network,
+            };
+            // A restored session's unparsed rows came from the store, so they are there.
+            let rows: Vec<MessageRow> = state
+                .history
+                .iter()
+                .filter_map(|message| message_row(message, None))
+                .collect();
+            let first_position = unparsed_len(&state) as u64;
+            store.resync(record, rows, first_position, self.emitter.durable_seq())
+        };
+        match resynced.await {
+            Ok(()) => {
+                tracing::info!(session = %self.id, "the session store writes again; the session's lost changes are saved");
+                Ok(())
+            }
+            Err(e) => Err(SessionError::StoreUnavailable(e.cause())),
+        }
+    }
+
+    pub fn after_side_effect(&self, tool_call_id: &str) {
+        if let Some(store) = &self.store {
+            store.tool_finished(&self.id, tool_call_id);
+        }
+    }
+
+    pub fn persist_pending(
+        &self,
+        request_id: &str,
+        kind: PendingKind,
+        tool_call_id: &str,
+        turn_id: &str,
+        payload: &serde_json::Value,
+    ) {
+        if let Some(store) = &self.store {
+            store.upsert_pending(PendingRecord {
+                session_id: self.id.clone(),
+                request_id: request_id.to_owned(),
+                tool_call_id: tool_call_id.to_owned(),
+                kind: match kind {
+                    PendingKind::Approval => "approval",
+                    PendingKind::Question => "question",
+                }
+                .to_owned(),
+                turn_id: turn_id.to_owned(),
+                payload: payload.to_string(),
+                decision: None,
+                created_at: now_ms(),
+            });
+        }
+    }
+
+    pub fn persist_decision(&self, request_id: &str, decision: &serde_json::Value) {
+        if let Some(store) = &self.store {
+            store.resolve_pending(&self.id, request_id, decision.to_string());
+        }
+    }
+
+    pub fn persist_rule(&self, kind: &str, value: &str) {
+        if let Some(store) = &self.store {
+            store.add_rule(
+                &self.id,
+                RuleRecord {
+                    kind: kind.to_owned(),
+                    value: value.to_owned(),
+                },
+            );
+        }
+    }
+
+    /// Add one request's usage to the model's totals, in memory and in the store.
+    pub fn persist_usage(&self, model: &str, input: u64, output: u64, cached: u64) {
+        {
+            let mut state = lock(&self.state);
+            let index = match state.usage.iter().position(|u| u.model == model) {
+                Some(index) => index,
+                None => {
+                    state.usage.push(crate::store::UsageTotals {
+                        model: model.to_owned(),
+                        ..Default::default()
+                    });
+                    state.usage.len() - 1
+                }
+            };
+            let totals = &mut state.usage[index];
+            totals.input_tokens += input;
+            totals.output_tokens += output;
+            totals.cached_tokens += cached;
+        }
+        if let Some(store) = &self.store {
+            store.record_usage(&self.id, model, input, output, cached);
+        }
+    }
+
+    pub fn withdraw_pending_rows(&self, turn_id: &str) {
+        if let Some(store) = &self.store {
+            store.delete_pending_for_turn(&self.id, turn_id);
+        }
+    }
+
+    pub fn persist_session_fields(
+        &self,
+        model: Option<&str>,
+        mode: Option<Mode>,
+        title: Option<&str>,
+    ) {
+        if let Some(store) = &self.store {
+            store.update_session(&self.id, model, mode.map(mode_name), title, now_ms());
+        }
+    }
+}
+
+/// What the `network` notice says.
+pub fn network_notice(allow: bool) -> &'static str {
+    if allow {
+        "Network access allowed by the user: this session's commands may now use the network"
+    } else {
+        "Network access turned off: this session's commands run without network"
+    }
+}
+
+pub fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+        Role::Notice => "notice",
+    }
+}
+
+pub fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Ask => "ask",
+        Mode::AutoEdit => "autoEdit",
+        Mode::Plan => "plan",
+        Mode::FullAuto => "fullAuto",
+    }
+}
+
+pub fn parse_mode(text: &str) -> Option<Mode> {
+    match text {
+        "ask" => Some(Mode::Ask),
+        "autoEdit" => Some(Mode::AutoEdit),
+        "plan" => Some(Mode::Plan),
+        "fullAuto" => Some(Mode::FullAuto),
+        _ => None,
+    }
+}
+
+/// What a restored session must do first: finish the tool calls its crashed turn left open.
+pub struct Resume {
+    pub turn_id: String,
+    pub calls: Vec<crate::engine::history::ToolCallRecord>,
+    /// Decisions and open requests recorded before the crash, by tool call id.
+    pub recorded: HashMap<String, PendingRecord>,
+}
+
+/// Histories at least this long are parsed on two threads; below it a second thread costs
+/// more than it saves.
+const PARALLEL_PARSE_MIN: usize = 1_000;
+
+/// Parse stored message rows into history messages, on the blocking pool (never on a runtime
+/// worker: a long session takes tens of milliseconds). A long history is cut in two halves
+/// that parse on two threads. A damaged row is reported with its position in the session,
+/// `first_position` being the position of `rows[0]`.
+pub fn parse_history(
+    rows: &[String],
+    first_position: usize,
+) -> Result<Vec<Message>, (usize, String)> {
+    fn parse(offset: usize, rows: &[String]) -> Result<Vec<Message>, (usize, String)> {
+        rows.iter()
+            .enumerate()
+            .map(|(i, json)| serde_json::from_str(json).map_err(|e| (offset + i, e.to_string())))
+            .collect()
+    }
+    let two_cores = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    if rows.len() < PARALLEL_PARSE_MIN || !two_cores {
+        return parse(first_position, rows);
+    }
+    let (head, tail) = rows.split_at(rows.len() / 2);
+    let offset = first_position + head.len();
+    std::thread::scope(|scope| {
+        let tail = scope.spawn(move || parse(offset, tail));
+        let mut history = parse(first_position, head)?;
+        let tail = tail
+            .join()
+            .map_err(|_| (offset, "the parsing thread panicked".to_owned()))??;
+        history.extend(tail);
+        Ok(history)
+    })
+}
+
+/// Marks the error notice of a turn that a provider error ended (`meta.display.reason`).
+pub const PROVIDER_ERROR_REASON: &str = "providerError";
+
+/// `retry` is for recovering from a provider error: the history must end in an error notice,
+/// looking through model switches (switching model and then retrying is the intended recovery).
+pub fn retry_allowed(history: &[Message]) -> Result<(), String> {
+    let last = history
+        .iter()
+        .rev()
+        .find(|m| m.notice != Some(NoticeKind::ModelSwitch));
+    let provider_error = |m: &Message| {
+        m.notice == Some(NoticeKind::Error)
+            && m.meta
+                .display
+                .as_ref()
+                .and_then(|d| d.get("reason"))
+                .and_then(serde_json::Value::as_str)
+                == Some(PROVIDER_ERROR_REASON)
+    };
+    match last {
+        Some(m) if provider_error(m) => Ok(()),
+        Some(_) => Err("retry is only for a turn that ended in a provider error, and the last turn did not; send `prompt` instead".to_owned()),
+        None => Err("the session has no turn to retry; send `prompt` first".to_owned()),
+    }
+}
+
+/// How many messages of a restored session's history are still unparsed JSON.
+fn unparsed_len(state: &ConversationState) -> usize {
+    state.unparsed.as_ref().map_or(0, UnparsedHistory::len)
+}
+
+/// The display entry of `message`, about to be appended, when it is final already: every
+/// message before it has its entry stored (so none of them has a call waiting for a result)
+/// and it neither makes a tool call nor answers one. Only a tool result changes another
+/// message's entry, so such an entry is exactly what the turn's end would store for it.
+fn final_display(state: &ConversationState, message: &Message) -> Option<String> {
+    let position = unparsed_len(state) + state.history.len();
+    if state.displays_stored != position
+        || !message.tool_calls.is_empty()
+        || message.tool_result.is_some()
+    {
+        return None;
+    }
+    display::settled_displays(position as u64, std::slice::from_ref(message))
+        .pop()
+        .map(|entry| entry.display)
+}

@@ -1,0 +1,274 @@
+//! Tidy checks over the source tree, in the manner of rust-analyzer's `tidy.rs`: the layering of
+//! ARCHITECTURE.md, the faces' distance from session state, module docs and file sizes.
+//!
+//! They read the sources as text. That is crude but cheap, and it is enough for rules that are
+//! about which names a file mentions; a rule that needs types belongs in the compiler (the
+//! `[lints]` table of Cargo.toml) instead.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every `.rs` file under `dir` (relative to the repository), skipping build output and npm
+/// trees, sorted so that failures list files in a stable order.
+fn rust_files(dir: &str) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if name == "target" || name == "node_modules" || name == ".git" {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&repo().join(dir), &mut out);
+    out.sort();
+    out
+}
+
+fn relative(path: &Path) -> String {
+    path.strip_prefix(repo())
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// The file's text without its unit tests: everything from the first `#[cfg(test)]` on (the
+/// test module closes each file by convention) and whole files that are test modules.
+fn non_test_text(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    if path.file_name().is_some_and(|n| n == "tests.rs") {
+        return String::new();
+    }
+    match text.find("#[cfg(test)]") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
+}
+
+/// The top-level module a file of `src/` belongs to (`engine` for `src/engine/turn.rs`, `cli`
+/// for `src/cli.rs`).
+fn top_module(path: &Path) -> String {
+    let inside = path.strip_prefix(repo().join("src")).unwrap();
+    let first = inside.components().next().unwrap().as_os_str();
+    first.to_string_lossy().trim_end_matches(".rs").to_owned()
+}
+
+/// The layers of ARCHITECTURE.md's map, top first. A module may use modules of lower layers
+/// only; modules of one layer do not use each other. `lib` and `main` wire everything up.
+const LAYERS: &[&[&str]] = &[
+    &["server", "acp", "cli"],
+    &["session"],
+    &["engine"],
+    &["permissions", "providers", "store"],
+    &["config"],
+    &["tools"],
+    &["workspace", "protocol"],
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|layer| layer.contains(&module))
+}
+
+/// `crate::<module>` names a file uses (outside its unit tests).
+fn crate_uses(text: &str) -> BTreeSet<String> {
+    let mut uses = BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("crate::") {
+        let after = &rest[at + "crate::".len()..];
+        let name: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        // `$crate::` in macros and `::tandem::` paths are not this crate's module graph.
+        let before = &rest[..at];
+        if !before.ends_with('$') && !name.is_empty() {
+            uses.insert(name);
+        }
+        rest = after;
+    }
+    uses
+}
+
+#[test]
+fn dependencies_point_down_the_layers_of_architecture_md() {
+    let mut wrong = Vec::new();
+    let mut seen_modules = BTreeSet::new();
+    for path in rust_files("src") {
+        let module = top_module(&path);
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        seen_modules.insert(module.clone());
+        let Some(own) = layer_of(&module) else {
+            wrong.push(format!(
+                "{}: module `{module}` is in no layer of LAYERS (tests/it/tidy.rs); add it where ARCHITECTURE.md draws it",
+                relative(&path)
+            ));
+            continue;
+        };
+        for used in crate_uses(&non_test_text(&path)) {
+            if used == module {
+                continue;
+            }
+            match layer_of(&used) {
+                Some(layer) if layer > own => {}
+                Some(_) => wrong.push(format!(
+                    "{}: `{module}` uses `crate::{used}`, which is not below it",
+                    relative(&path)
+                )),
+                None => wrong.push(format!(
+                    "{}: `crate::{used}` is in no layer of LAYERS",
+                    relative(&path)
+                )),
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "layering broken:\n{}", wrong.join("\n"));
+    // The table names nothing that does not exist (a renamed module must be renamed here too).
+    for layer in LAYERS {
+        for module in *layer {
+            assert!(
+                seen_modules.contains(*module),
+                "LAYERS names `{module}`, which is no module of src/"
+            );
+        }
+    }
+}
+
+/// The faces translate; they never reach into a conversation's state or pending requests.
+#[test]
+fn no_face_takes_a_session_lock() {
+    let faces: Vec<PathBuf> = ["src/server", "src/acp"]
+        .iter()
+        .flat_map(|d| rust_files(d))
+        .chain([repo().join("src/cli.rs")])
+        .collect();
+    let mut wrong = Vec::new();
+    for path in faces {
+        let text = non_test_text(&path);
+        for (number, line) in text.lines().enumerate() {
+            let reaches_in = [".shared.state", ".shared.pending", "session::lock"]
+                .iter()
+                .any(|needle| names(line, needle));
+            if reaches_in {
+                wrong.push(format!(
+                    "{}:{}: {}",
+                    relative(&path),
+                    number + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "a face reads session state itself; ask the conversation (engine::conversation) instead:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// Whether `line` names `path` whole (`.shared.pending` but not `.shared.pending_payloads`).
+fn names(line: &str, path: &str) -> bool {
+    line.match_indices(path).any(|(at, _)| {
+        !line[at + path.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+#[test]
+fn every_rust_file_opens_with_a_module_doc() {
+    let mut missing = Vec::new();
+    for dir in ["src", "tests", "examples", "fuzz"] {
+        for path in rust_files(dir) {
+            let text = std::fs::read_to_string(&path).unwrap();
+            if !text.starts_with("//!") {
+                missing.push(relative(&path));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "these files do not open with a `//!` line saying what they are:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// The line count files of `src/` stay under, and the files that are over it today with the
+/// count they may not grow past. The renovation (issue 24) splits them; a file that got under
+/// the limit must leave this list, so the list only shrinks.
+const MAX_LINES: usize = 800;
+const OVER_MAX_LINES: &[(&str, usize)] = &[
+    ("src/acp/bridge.rs", 902),
+    ("src/acp/mod.rs", 894),
+    ("src/engine/turn.rs", 2411),
+    ("src/protocol/mod.rs", 979),
+    ("src/server/mod.rs", 1072),
+    ("src/session/mod.rs", 913),
+    ("src/store/mod.rs", 840),
+    ("src/store/tests.rs", 957),
+    ("src/store/writer.rs", 874),
+    ("src/tools/fs.rs", 1675),
+    ("src/workspace/mod.rs", 1175),
+];
+
+#[test]
+fn no_source_file_grows_past_its_line_limit() {
+    let allowed: BTreeMap<&str, usize> = OVER_MAX_LINES.iter().copied().collect();
+    let mut wrong = Vec::new();
+    for path in rust_files("src") {
+        let name = relative(&path);
+        let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+        match allowed.get(name.as_str()) {
+            Some(&ceiling) if lines > ceiling => wrong.push(format!(
+                "{name}: {lines} lines, over its ceiling of {ceiling}: split it instead of growing it"
+            )),
+            Some(_) if lines <= MAX_LINES => wrong.push(format!(
+                "{name}: {lines} lines, now under {MAX_LINES}: remove it from OVER_MAX_LINES"
+            )),
+            Some(_) => {}
+            None if lines > MAX_LINES => wrong.push(format!(
+                "{name}: {lines} lines, over {MAX_LINES}: split it by subject"
+            )),
+            None => {}
+        }
+    }
+    for (name, _) in OVER_MAX_LINES {
+        assert!(
+            repo().join(name).is_file(),
+            "OVER_MAX_LINES names {name}, which does not exist: remove it"
+        );
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn names_matches_whole_paths_only() {
+    assert!(names("lock(&h.shared.pending);", ".shared.pending"));
+    assert!(names("x.shared.pending", ".shared.pending"));
+    assert!(!names("h.shared.pending_payloads()", ".shared.pending"));
+}
+
+#[test]
+fn crate_uses_finds_module_names_and_skips_macro_paths() {
+    let uses =
+        crate_uses("use crate::engine::turn;\nlet x = $crate::y;\ncrate::store::Store::open()");
+    assert_eq!(
+        uses,
+        ["engine", "store"].iter().map(|s| s.to_string()).collect()
+    );
+}
