@@ -200,6 +200,7 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
                     message,
                     edited_content: None,
                     arguments_digest: None,
+                    deny_memory: session::DenyMemory::ThisCallOnly,
                     reply: Box::new(|_| {}),
                 });
             }

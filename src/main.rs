@@ -105,16 +105,15 @@ fn load_config(path: Option<PathBuf>) -> Result<Config, String> {
     }
 }
 
+/// The mode names of the wire, plus the kebab-case spellings a terminal user may type.
 fn parse_mode(text: &str) -> Result<Mode, String> {
-    match text {
-        "ask" => Ok(Mode::Ask),
-        "autoEdit" | "auto-edit" => Ok(Mode::AutoEdit),
-        "plan" => Ok(Mode::Plan),
-        "fullAuto" | "full-auto" => Ok(Mode::FullAuto),
-        other => Err(format!(
-            "unknown mode `{other}`; use ask, autoEdit, plan or fullAuto"
-        )),
-    }
+    let wire = match text {
+        "auto-edit" => "autoEdit",
+        "full-auto" => "fullAuto",
+        other => other,
+    };
+    wire.parse()
+        .map_err(|e: tandem::protocol::UnknownMode| e.to_string())
 }
 
 #[allow(

@@ -430,7 +430,7 @@ impl ResumeFixture {
             cwd: workspace.path().display().to_string(),
             // The built-in model, which the server under test has (it runs without a config).
             model: tandem::config::SCRIPTED_MODEL_ID.to_owned(),
-            mode: tandem::session::mode_name(tandem::protocol::Mode::Ask).to_owned(),
+            mode: tandem::protocol::Mode::Ask.as_str().to_owned(),
             title: Some("fix handle_0 on empty input".to_owned()),
             created_at,
             updated_at: created_at,

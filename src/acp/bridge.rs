@@ -21,7 +21,7 @@ use crate::engine::turn::REFUSAL_NOTICE;
 use crate::engine::EngineContext;
 use crate::permissions::suggested_prefix;
 use crate::protocol::{ApprovalOption, Decision, Event, NoticeKind, ToolStatus, TurnEndReason};
-use crate::session::{lock, EventSink, Op, SessionHandle};
+use crate::session::{lock, DenyMemory, EventSink, Op, SessionHandle};
 use crate::tools::client_fs::ClientFs;
 
 /// What the client said it can do in `initialize`.
@@ -33,17 +33,6 @@ pub struct ClientAbilities {
     pub elicitation_form: bool,
     /// `session.notices`: notices are sent as ACP notice updates instead of message text.
     pub notices: bool,
-}
-
-/// Rule kinds the ACP face stores for `reject_always` (the engine keeps only allow rules and
-/// ignores these kinds when it restores a session).
-pub const DENY_TOOL_RULE: &str = "acpDenyTool";
-pub const DENY_COMMAND_RULE: &str = "acpDenyCommandPrefix";
-
-#[derive(Default)]
-struct Denials {
-    tools: Vec<String>,
-    command_prefixes: Vec<String>,
 }
 
 /// The prompt waiting for its turn to end.
@@ -70,7 +59,6 @@ pub struct Bridge {
     flags: Mutex<TurnFlags>,
     /// Requests to the client still open, by the engine's request id.
     asks: Mutex<HashMap<String, RequestCancellationHandle>>,
-    denials: Mutex<Denials>,
     /// Streamed shell output per tool call, re-sent whole (ACP replaces a card's content).
     output: Mutex<HashMap<String, ShownOutput>>,
     /// `fs/*` requests to the editor still open; a cancel withdraws them.
@@ -131,7 +119,6 @@ impl Bridge {
             prompt: Mutex::new(None),
             flags: Mutex::new(TurnFlags::default()),
             asks: Mutex::new(HashMap::new()),
-            denials: Mutex::new(Denials::default()),
             output: Mutex::new(HashMap::new()),
             fs_requests: Arc::new(Mutex::new(OpenFsRequests::default())),
         })
@@ -165,18 +152,6 @@ impl Bridge {
                 bridge: Arc::downgrade(self),
             }) as Arc<dyn ClientFs>
         })
-    }
-
-    /// Restore `reject_always` rules recorded in the store.
-    pub fn load_denials(&self, rules: &[crate::store::RuleRecord]) {
-        let mut denials = lock(&self.denials);
-        for rule in rules {
-            match rule.kind.as_str() {
-                DENY_TOOL_RULE => denials.tools.push(rule.value.clone()),
-                DENY_COMMAND_RULE => denials.command_prefixes.push(rule.value.clone()),
-                _ => {}
-            }
-        }
     }
 
     pub fn send_update(&self, update: acp::SessionUpdate) {
@@ -298,10 +273,6 @@ impl Bridge {
                 self.send_update(acp::SessionUpdate::ToolCallUpdate(
                     acp::ToolCallUpdate::new(tool_call_id.clone(), fields.clone()),
                 ));
-                if let Some(why) = self.denied_before(name, command.as_deref()) {
-                    self.approve(request_id.clone(), Decision::Deny, Some(why));
-                    return;
-                }
                 self.ask_permission(
                     request_id.clone(),
                     tool_call_id.clone(),
@@ -508,49 +479,13 @@ impl Bridge {
         let _ = waiting.responder.respond_with_result(result);
     }
 
-    /// A `reject_always` recorded earlier covers this call: the reason, for the model.
-    fn denied_before(&self, tool: &str, command: Option<&str>) -> Option<String> {
-        let denials = lock(&self.denials);
-        match command {
-            Some(command) => denials
-                .command_prefixes
-                .iter()
-                .find(|p| {
-                    command == p.as_str()
-                        || command
-                            .strip_prefix(p.as_str())
-                            .is_some_and(|rest| rest.starts_with(char::is_whitespace))
-                })
-                .map(|p| format!("the user chose to always reject commands starting with `{p}` in this session; do not run it, find another way or ask the user")),
-            None => denials.tools.iter().any(|t| t == tool).then(|| {
-                format!("the user chose to always reject {tool} in this session; do not call it again, describe the change instead")
-            }),
-        }
-    }
-
-    fn remember_denial(&self, tool: &str, command: Option<&str>) {
-        let (kind, value) = match command {
-            Some(command) => {
-                let prefix = suggested_prefix(command);
-                let value = if prefix.is_empty() {
-                    command.trim().to_owned()
-                } else {
-                    prefix
-                };
-                lock(&self.denials).command_prefixes.push(value.clone());
-                (DENY_COMMAND_RULE, value)
-            }
-            None => {
-                lock(&self.denials).tools.push(tool.to_owned());
-                (DENY_TOOL_RULE, tool.to_owned())
-            }
-        };
-        if let Some(handle) = self.handle() {
-            handle.shared.persist_rule(kind, &value);
-        }
-    }
-
-    fn approve(&self, request_id: String, decision: Decision, message: Option<String>) {
+    fn approve(
+        &self,
+        request_id: String,
+        decision: Decision,
+        message: Option<String>,
+        deny_memory: DenyMemory,
+    ) {
         if let Some(handle) = self.handle() {
             handle.send(Op::Approve {
                 request_id,
@@ -558,6 +493,7 @@ impl Bridge {
                 message,
                 edited_content: None,
                 arguments_digest: None,
+                deny_memory,
                 reply: Box::new(|result| {
                     if let Err(e) = result {
                         tracing::debug!("approval not applied: {e}");
@@ -658,33 +594,38 @@ impl Bridge {
                 // Withdrawn (stop or cancel) while the client decided.
                 return;
             }
-            let (decision, message) = match response {
+            let once = DenyMemory::ThisCallOnly;
+            let (decision, message, deny_memory) = match response {
                 Ok(response) => match response.outcome {
                     acp::RequestPermissionOutcome::Selected(selected) => {
                         match &*selected.option_id.0 {
-                            "allow_once" => (Decision::Once, None),
-                            "allow_always" => (always.unwrap_or(Decision::Once), None),
-                            "reject_always" => {
-                                bridge.remember_denial(&tool, command.as_deref());
-                                (
-                                    Decision::Deny,
-                                    Some("the user asked to always reject this; do not try it again".to_owned()),
-                                )
-                            }
-                            _ => (Decision::Deny, None),
+                            "allow_once" => (Decision::Once, None, once),
+                            "allow_always" => (always.unwrap_or(Decision::Once), None, once),
+                            // The engine remembers it as a deny rule of the session (the tool,
+                            // or the command's prefix) and refuses later calls it covers.
+                            "reject_always" => (
+                                Decision::Deny,
+                                Some(
+                                    "the user asked to always reject this; do not try it again"
+                                        .to_owned(),
+                                ),
+                                DenyMemory::RestOfSession,
+                            ),
+                            _ => (Decision::Deny, None, once),
                         }
                     }
                     _ => (
                         Decision::Deny,
                         Some("the user dismissed the request".to_owned()),
+                        once,
                     ),
                 },
                 Err(e) => {
                     tracing::warn!("session/request_permission failed: {e}; denying");
-                    (Decision::Deny, None)
+                    (Decision::Deny, None, once)
                 }
             };
-            bridge.approve(request_id, decision, message);
+            bridge.approve(request_id, decision, message, deny_memory);
         });
     }
 

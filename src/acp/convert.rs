@@ -17,39 +17,26 @@ pub const MODE_OPTION: &str = "mode";
 /// The config option that allows the session\'s commands to use the network.
 pub const NETWORK_OPTION: &str = "network";
 
-/// Every mode, with the id used on the wire (the native protocol's names) and a label.
-pub const MODES: &[(Mode, &str, &str, &str)] = &[
-    (Mode::Ask, "ask", "Ask", "Ask before every edit and command"),
-    (
-        Mode::AutoEdit,
-        "autoEdit",
-        "Auto edit",
-        "Edits inside the workspace apply without asking; commands still ask",
-    ),
-    (
-        Mode::Plan,
-        "plan",
-        "Plan",
-        "Read and plan only; no edits or commands",
-    ),
-    (
-        Mode::FullAuto,
-        "fullAuto",
-        "Full auto",
-        "Edits and commands run without asking",
-    ),
-];
+/// What ACP clients show for each mode: a label and a description. The id on the wire is
+/// the native protocol's name ([`Mode::as_str`]).
+pub fn mode_label(mode: Mode) -> (&'static str, &'static str) {
+    match mode {
+        Mode::Ask => ("Ask", "Ask before every edit and command"),
+        Mode::AutoEdit => (
+            "Auto edit",
+            "Edits inside the workspace apply without asking; commands still ask",
+        ),
+        Mode::Plan => ("Plan", "Read and plan only; no edits or commands"),
+        Mode::FullAuto => ("Full auto", "Edits and commands run without asking"),
+    }
+}
 
 pub fn mode_id(mode: Mode) -> &'static str {
-    MODES
-        .iter()
-        .find(|(m, ..)| *m == mode)
-        .map(|(_, id, ..)| *id)
-        .unwrap_or("ask")
+    mode.as_str()
 }
 
 pub fn parse_mode_id(id: &str) -> Option<Mode> {
-    MODES.iter().find(|(_, i, ..)| *i == id).map(|(m, ..)| *m)
+    id.parse().ok()
 }
 
 /// The `configOptions` of a session: the model (category `model`), the mode (category `mode`)
@@ -69,10 +56,11 @@ pub fn config_options(
                 .description(model_description(m))
         })
         .collect();
-    let modes: Vec<acp::SessionConfigSelectOption> = MODES
-        .iter()
-        .map(|(_, id, name, description)| {
-            acp::SessionConfigSelectOption::new(*id, *name).description(*description)
+    let modes: Vec<acp::SessionConfigSelectOption> = Mode::ALL
+        .into_iter()
+        .map(|m| {
+            let (name, description) = mode_label(m);
+            acp::SessionConfigSelectOption::new(m.as_str(), name).description(description)
         })
         .collect();
     vec![
@@ -122,10 +110,11 @@ pub fn model_description(model: &crate::config::ModelConfig) -> String {
 pub fn mode_state(mode: Mode) -> acp::SessionModeState {
     acp::SessionModeState::new(
         mode_id(mode),
-        MODES
-            .iter()
-            .map(|(_, id, name, description)| {
-                acp::SessionMode::new(*id, *name).description(*description)
+        Mode::ALL
+            .into_iter()
+            .map(|m| {
+                let (name, description) = mode_label(m);
+                acp::SessionMode::new(m.as_str(), name).description(description)
             })
             .collect(),
     )
@@ -425,10 +414,11 @@ mod tests {
 
     #[test]
     fn modes_round_trip() {
-        for (mode, id, ..) in MODES {
-            assert_eq!(parse_mode_id(id), Some(*mode));
-            assert_eq!(mode_id(*mode), *id);
+        for mode in Mode::ALL {
+            assert_eq!(parse_mode_id(mode_id(mode)), Some(mode));
         }
+        assert_eq!(parse_mode_id("autoEdit"), Some(Mode::AutoEdit));
+        assert_eq!(parse_mode_id("auto-edit"), None);
     }
 
     #[test]

@@ -498,7 +498,6 @@ impl Acp {
             ));
         }
         let bridge = self.new_bridge(PathBuf::from(&loaded.record.cwd), cx);
-        bridge.load_denials(&loaded.rules);
         let restored = session::restore_with_client_fs(
             self.engine.clone(),
             Arc::new(BridgeSink(bridge.clone())),

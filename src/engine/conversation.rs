@@ -18,7 +18,7 @@ use super::display;
 use super::emitter::Emitter;
 use super::history::{now_ms, Message, NoticeKind, Role};
 use super::EngineContext;
-use crate::permissions::PermissionRules;
+use crate::permissions::{PermissionRules, RuleKind};
 use crate::protocol::{Decision, ErrorKind, Event, Mode};
 use crate::store::{Durability, MessageRow, PendingRecord, RuleRecord, SessionRecord, Store};
 use crate::tools::client_fs::ClientFs;
@@ -207,6 +207,14 @@ pub enum PendingKind {
     Question,
 }
 
+/// Whether a `deny` also refuses the same tool (or command prefix) for the rest of the session:
+/// ACP's `reject_always`. The native protocol's `deny` is always [`DenyMemory::ThisCallOnly`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DenyMemory {
+    ThisCallOnly,
+    RestOfSession,
+}
+
 /// The user's answer to a pending request.
 #[derive(Debug)]
 pub enum Resolution {
@@ -214,6 +222,8 @@ pub enum Resolution {
         decision: Decision,
         message: Option<String>,
         edited_content: Option<String>,
+        /// Only read with `Decision::Deny`.
+        deny_memory: DenyMemory,
     },
     Answer(String),
 }
@@ -229,7 +239,7 @@ pub struct PendingRequest {
     pub sender: oneshot::Sender<Resolution>,
 }
 
-/// How much of a proposed change its approval shows (see `engine::turn::fit_approval`).
+/// How much of a proposed change its approval shows (see `engine::turn::authorize::fit_approval`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProposalShown {
     /// Every byte of the arguments and the diff.
@@ -521,7 +531,7 @@ impl Conversation {
                 id: self.id.clone(),
                 cwd: self.workspace.roots()[0].display().to_string(),
                 model: state.model.clone(),
-                mode: mode_name(state.mode).to_owned(),
+                mode: state.mode.as_str().to_owned(),
                 title,
                 created_at: now_ms(),
                 updated_at: now_ms(),
@@ -583,13 +593,20 @@ impl Conversation {
         }
     }
 
-    pub fn persist_rule(&self, kind: &str, value: &str) {
+    /// Add a rule to the session's rules and persist it, unless the session has it already.
+    /// Takes the state the caller holds locked, so the check and the add are one step.
+    pub fn remember_rule(&self, state: &mut ConversationState, kind: RuleKind, value: String) {
+        let before = state.rules.clone();
+        state.rules.add(kind, value.clone());
+        if state.rules == before {
+            return;
+        }
         if let Some(store) = &self.store {
             store.add_rule(
                 &self.id,
                 RuleRecord {
-                    kind: kind.to_owned(),
-                    value: value.to_owned(),
+                    kind: kind.as_str().to_owned(),
+                    value,
                 },
             );
         }
@@ -632,7 +649,7 @@ impl Conversation {
         title: Option<&str>,
     ) {
         if let Some(store) = &self.store {
-            store.update_session(&self.id, model, mode.map(mode_name), title, now_ms());
+            store.update_session(&self.id, model, mode.map(Mode::as_str), title, now_ms());
         }
     }
 }
@@ -652,25 +669,6 @@ pub fn role_name(role: Role) -> &'static str {
         Role::Assistant => "assistant",
         Role::Tool => "tool",
         Role::Notice => "notice",
-    }
-}
-
-pub fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Ask => "ask",
-        Mode::AutoEdit => "autoEdit",
-        Mode::Plan => "plan",
-        Mode::FullAuto => "fullAuto",
-    }
-}
-
-pub fn parse_mode(text: &str) -> Option<Mode> {
-    match text {
-        "ask" => Some(Mode::Ask),
-        "autoEdit" => Some(Mode::AutoEdit),
-        "plan" => Some(Mode::Plan),
-        "fullAuto" => Some(Mode::FullAuto),
-        _ => None,
     }
 }
 

@@ -7,13 +7,69 @@
 use crate::protocol::Mode;
 use crate::tools::{Risk, ToolMeta};
 
-/// Rules the user created with `alwaysTool` and `alwaysCommand`.
+/// Rules the user created by answering an approval: `alwaysTool` and `alwaysCommand` allow,
+/// an ACP client's `reject_always` denies. Deny rules win over allow rules and over every mode.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PermissionRules {
     /// Tool names always allowed.
     pub tools: Vec<String>,
     /// Shell command prefixes always allowed (for example `cargo test`).
     pub command_prefixes: Vec<String>,
+    /// Tool names always refused.
+    pub denied_tools: Vec<String>,
+    /// Shell command prefixes always refused, wherever they start a command of a chain.
+    pub denied_command_prefixes: Vec<String>,
+}
+
+/// What a rule does, and its name in the store (`rules.kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RuleKind {
+    AllowTool,
+    AllowCommandPrefix,
+    DenyTool,
+    DenyCommandPrefix,
+}
+
+impl RuleKind {
+    pub const ALL: [RuleKind; 4] = [
+        RuleKind::AllowTool,
+        RuleKind::AllowCommandPrefix,
+        RuleKind::DenyTool,
+        RuleKind::DenyCommandPrefix,
+    ];
+
+    /// The stored name. The allow names predate the deny rules; migration 5 renamed the ACP
+    /// face's old `acpDeny*` rows to the deny names.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleKind::AllowTool => "tool",
+            RuleKind::AllowCommandPrefix => "commandPrefix",
+            RuleKind::DenyTool => "denyTool",
+            RuleKind::DenyCommandPrefix => "denyCommandPrefix",
+        }
+    }
+}
+
+impl std::fmt::Display for RuleKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A stored rule kind that this version does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown permission rule kind `{0}`")]
+pub struct UnknownRuleKind(pub String);
+
+impl std::str::FromStr for RuleKind {
+    type Err = UnknownRuleKind;
+
+    fn from_str(text: &str) -> Result<RuleKind, UnknownRuleKind> {
+        RuleKind::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+            .ok_or_else(|| UnknownRuleKind(text.to_owned()))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +99,20 @@ pub fn prefix_allows(prefix: &str, command: &str) -> bool {
         && prefix_words.iter().zip(&command_words).all(|(p, c)| p == c)
 }
 
+/// Whether a deny rule covers this command: any simple command of it (the parts between
+/// chaining characters, so `echo hi && cargo publish` is covered by `cargo publish`) starts with
+/// the prefix's words. Broader than [`prefix_allows`] on purpose: a deny fails closed.
+pub fn prefix_denies(prefix: &str, command: &str) -> bool {
+    let prefix_words: Vec<&str> = prefix.split_whitespace().collect();
+    if prefix_words.is_empty() {
+        return false;
+    }
+    command.split(SHELL_CHAINING).any(|part| {
+        let words: Vec<&str> = part.split_whitespace().collect();
+        words.len() >= prefix_words.len() && prefix_words.iter().zip(&words).all(|(p, w)| p == w)
+    })
+}
+
 /// The prefix an `alwaysCommand` approval would remember: the program and, for the common
 /// multi-command tools, its subcommand (`cargo test`, `git status`, `npm run`).
 pub fn suggested_prefix(command: &str) -> String {
@@ -62,6 +132,37 @@ pub fn suggested_prefix(command: &str) -> String {
 }
 
 impl PermissionRules {
+    /// Add a rule (a value already there is not added twice).
+    pub fn add(&mut self, kind: RuleKind, value: String) {
+        let list = match kind {
+            RuleKind::AllowTool => &mut self.tools,
+            RuleKind::AllowCommandPrefix => &mut self.command_prefixes,
+            RuleKind::DenyTool => &mut self.denied_tools,
+            RuleKind::DenyCommandPrefix => &mut self.denied_command_prefixes,
+        };
+        if !list.contains(&value) {
+            list.push(value);
+        }
+    }
+
+    /// Why a deny rule refuses this call, for the model, or `None`.
+    pub fn refusal(&self, tool: &str, command: Option<&str>) -> Option<String> {
+        if let Some(command) = command {
+            if let Some(prefix) = self
+                .denied_command_prefixes
+                .iter()
+                .find(|p| prefix_denies(p, command))
+            {
+                return Some(format!(
+                    "the user chose to always reject commands starting with `{prefix}` in this session; do not run it, find another way or ask the user"
+                ));
+            }
+        }
+        self.denied_tools.iter().any(|t| t == tool).then(|| {
+            format!("the user chose to always reject {tool} in this session; do not call it again, describe the change instead")
+        })
+    }
+
     pub fn allows(&self, tool: &str, command: Option<&str>) -> bool {
         if self.tools.iter().any(|t| t == tool) {
             return true;
@@ -85,6 +186,9 @@ pub fn evaluate(
     meta: &ToolMeta,
     command: Option<&str>,
 ) -> Verdict {
+    if let Some(reason) = rules.refusal(meta.name, command) {
+        return Verdict::Refuse { reason };
+    }
     match meta.risk {
         Risk::Low | Risk::Interactive => Verdict::Allow,
         Risk::Edit => match mode {
@@ -144,6 +248,45 @@ mod tests {
     }
 
     #[test]
+    fn a_deny_prefix_covers_any_command_of_a_chain_and_wins_over_every_mode() {
+        assert!(prefix_denies("cargo publish", "cargo publish --dry-run"));
+        assert!(prefix_denies("cargo publish", "echo hi && cargo publish"));
+        assert!(prefix_denies("cargo publish", "true;cargo   publish"));
+        assert!(!prefix_denies("cargo publish", "cargo publisher"));
+        assert!(!prefix_denies("", "anything"));
+        let mut rules = PermissionRules::default();
+        rules.add(RuleKind::AllowCommandPrefix, "cargo publish".to_owned());
+        rules.add(RuleKind::DenyCommandPrefix, "cargo publish".to_owned());
+        rules.add(RuleKind::DenyTool, "edit_file".to_owned());
+        rules.add(RuleKind::DenyTool, "edit_file".to_owned());
+        assert_eq!(rules.denied_tools, ["edit_file"], "added once");
+        let shell = meta_for("shell").unwrap();
+        let edit = meta_for("edit_file").unwrap();
+        for mode in Mode::ALL {
+            assert!(matches!(
+                evaluate(mode, &rules, shell, Some("ls && cargo publish")),
+                Verdict::Refuse { reason } if reason.contains("`cargo publish`")
+            ));
+            assert!(matches!(
+                evaluate(mode, &rules, edit, None),
+                Verdict::Refuse { reason } if reason.contains("always reject edit_file")
+            ));
+        }
+        assert_eq!(
+            evaluate(Mode::FullAuto, &rules, shell, Some("cargo build")),
+            Verdict::Allow
+        );
+    }
+
+    #[test]
+    fn rule_kinds_round_trip_through_their_stored_names() {
+        for kind in RuleKind::ALL {
+            assert_eq!(kind.as_str().parse::<RuleKind>(), Ok(kind));
+        }
+        assert!("acpDenyTool".parse::<RuleKind>().is_err());
+    }
+
+    #[test]
     fn suggested_prefixes() {
         assert_eq!(suggested_prefix("cargo test --all"), "cargo test");
         assert_eq!(suggested_prefix("ls -la"), "ls");
@@ -190,6 +333,7 @@ mod tests {
         let rules = PermissionRules {
             tools: vec!["write_file".into()],
             command_prefixes: vec!["cargo test".into()],
+            ..PermissionRules::default()
         };
         let write = meta_for("write_file").unwrap();
         let shell = meta_for("shell").unwrap();

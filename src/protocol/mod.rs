@@ -10,7 +10,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod event;
 pub mod fit;
+
+pub use event::*;
 
 /// The protocol version this server speaks; `initialize` refuses any other.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -256,6 +259,44 @@ pub enum Mode {
     AutoEdit,
     Plan,
     FullAuto,
+}
+
+impl Mode {
+    /// Every mode, in the order pickers list them.
+    pub const ALL: [Mode; 4] = [Mode::Ask, Mode::AutoEdit, Mode::Plan, Mode::FullAuto];
+
+    /// The wire name (`ask`, `autoEdit`, `plan`, `fullAuto`): what the protocols send and the
+    /// store keeps. The one table of mode names; `FromStr` reads the same names back.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Ask => "ask",
+            Mode::AutoEdit => "autoEdit",
+            Mode::Plan => "plan",
+            Mode::FullAuto => "fullAuto",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A mode name that is none of [`Mode::ALL`]'s wire names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown mode `{0}`; use ask, autoEdit, plan or fullAuto")]
+pub struct UnknownMode(pub String);
+
+impl std::str::FromStr for Mode {
+    type Err = UnknownMode;
+
+    fn from_str(text: &str) -> Result<Mode, UnknownMode> {
+        Mode::ALL
+            .into_iter()
+            .find(|mode| mode.as_str() == text)
+            .ok_or_else(|| UnknownMode(text.to_owned()))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -669,281 +710,6 @@ pub struct SetNetworkAccessResult {
 /// The `{}` result of `approve`, `answer` and `setMode`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EmptyResult {}
-
-// ---------------------------------------------------------------------------------------------
-// events
-
-/// The params of a `session/event` notification: the envelope fields plus one flattened event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionEventParams {
-    pub session_id: String,
-    pub seq: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn_id: Option<String>,
-    #[serde(flatten)]
-    pub event: Event,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ToolKind {
-    Read,
-    Search,
-    Edit,
-    Delete,
-    Move,
-    Execute,
-    Think,
-    Fetch,
-    Other,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ToolStatus {
-    Running,
-    Completed,
-    Failed,
-    Denied,
-    Interrupted,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum TurnEndReason {
-    Completed,
-    Interrupted,
-    Error,
-    ContextExceeded,
-    MaxIterations,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NoticeKind {
-    Error,
-    Interrupted,
-    ModelSwitch,
-    Compacted,
-    Retrying,
-    Warning,
-    /// The user changed the session's network access (`setNetworkAccess`).
-    Network,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Location {
-    pub path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<u64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DiffEntry {
-    pub path: String,
-    /// `null` for a new file.
-    pub old_text: Option<String>,
-    pub new_text: String,
-    pub unified: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ApprovalOption {
-    pub decision: Decision,
-    pub label: String,
-    /// For `alwaysCommand`: the command prefix the rule would allow.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub command_prefix: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TurnError {
-    pub message: String,
-    pub retriable: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
-pub enum Event {
-    TurnStarted {
-        model: String,
-    },
-    AssistantDelta {
-        text: String,
-    },
-    ReasoningDelta {
-        text: String,
-    },
-    AssistantMessage {
-        text: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        reasoning: Option<String>,
-    },
-    ToolCall {
-        tool_call_id: String,
-        name: String,
-        kind: ToolKind,
-        title: String,
-        arguments: Value,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        locations: Option<Vec<Location>>,
-    },
-    ApprovalRequested {
-        request_id: String,
-        tool_call_id: String,
-        name: String,
-        kind: ToolKind,
-        title: String,
-        reason: String,
-        arguments: Value,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        diff: Option<Vec<DiffEntry>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        command: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        cwd: Option<String>,
-        options: Vec<ApprovalOption>,
-        /// A digest of the tool name and canonical arguments; an `approve` that sends it back
-        /// is refused if the request now holds anything else.
-        arguments_digest: String,
-    },
-    ApprovalResolved {
-        request_id: String,
-        decision: Decision,
-    },
-    QuestionAsked {
-        request_id: String,
-        tool_call_id: String,
-        question: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        choices: Option<Vec<String>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        plan: Option<String>,
-    },
-    ToolCallUpdate {
-        tool_call_id: String,
-        status: ToolStatus,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        output: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        result: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        diff: Option<Vec<DiffEntry>>,
-    },
-    SteeringApplied {
-        text: String,
-    },
-    Compacting {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        summary: Option<String>,
-    },
-    Compacted {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        summary: Option<String>,
-    },
-    ModelSwitched {
-        from: String,
-        to: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        warning: Option<String>,
-    },
-    Notice {
-        kind: NoticeKind,
-        text: String,
-    },
-    Usage {
-        model: String,
-        input_tokens: u64,
-        output_tokens: u64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        cached_tokens: Option<u64>,
-    },
-    TurnEnded {
-        reason: TurnEndReason,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        error: Option<TurnError>,
-    },
-    /// Stands for streamed pieces this connection dropped because its client did not read
-    /// (the outbound buffer was full): the pieces from `from_seq` to this event's own `seq`.
-    /// What they carried reaches the client in the stored events that follow (the assistant
-    /// message, the call's final update). Sent only on the connection that dropped them.
-    StreamTruncated {
-        from_seq: u64,
-        /// How many pieces were dropped.
-        dropped: u64,
-        /// How many bytes they would have taken on the wire.
-        dropped_bytes: u64,
-    },
-}
-
-impl Event {
-    /// The wire name of this event's `type`, used by docs checks and readable logs.
-    pub fn type_name(&self) -> &'static str {
-        match self {
-            Event::TurnStarted { .. } => "turnStarted",
-            Event::AssistantDelta { .. } => "assistantDelta",
-            Event::ReasoningDelta { .. } => "reasoningDelta",
-            Event::AssistantMessage { .. } => "assistantMessage",
-            Event::ToolCall { .. } => "toolCall",
-            Event::ApprovalRequested { .. } => "approvalRequested",
-            Event::ApprovalResolved { .. } => "approvalResolved",
-            Event::QuestionAsked { .. } => "questionAsked",
-            Event::ToolCallUpdate { .. } => "toolCallUpdate",
-            Event::SteeringApplied { .. } => "steeringApplied",
-            Event::Compacting { .. } => "compacting",
-            Event::Compacted { .. } => "compacted",
-            Event::ModelSwitched { .. } => "modelSwitched",
-            Event::Notice { .. } => "notice",
-            Event::Usage { .. } => "usage",
-            Event::TurnEnded { .. } => "turnEnded",
-            Event::StreamTruncated { .. } => "streamTruncated",
-        }
-    }
-
-    /// Whether this is a streamed piece (a delta of text or reasoning, a chunk of a command's
-    /// output): not stored, since the final message or update covers it, and the one kind a
-    /// face may drop for a client that does not read (see `StreamTruncated`).
-    pub fn is_streamed_piece(&self) -> bool {
-        matches!(
-            self,
-            Event::AssistantDelta { .. }
-                | Event::ReasoningDelta { .. }
-                | Event::ToolCallUpdate {
-                    output: Some(_),
-                    ..
-                }
-        )
-    }
-}
-
-/// Every event type name, for the documentation check.
-pub const EVENT_TYPES: &[&str] = &[
-    "turnStarted",
-    "assistantDelta",
-    "reasoningDelta",
-    "assistantMessage",
-    "toolCall",
-    "approvalRequested",
-    "approvalResolved",
-    "questionAsked",
-    "toolCallUpdate",
-    "steeringApplied",
-    "compacting",
-    "compacted",
-    "modelSwitched",
-    "notice",
-    "usage",
-    "turnEnded",
-    "streamTruncated",
-];
 
 #[cfg(test)]
 mod tests {

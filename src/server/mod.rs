@@ -233,7 +233,11 @@ fn params_with_mode<T: DeserializeOwned>(
     mut raw: Value,
 ) -> Result<T, RpcErrorObject> {
     let unknown_mode = match raw.get_mut("mode") {
-        Some(slot @ Value::String(_)) if slot.as_str().and_then(session::parse_mode).is_none() => {
+        Some(slot @ Value::String(_))
+            if slot
+                .as_str()
+                .is_some_and(|m| m.parse::<crate::protocol::Mode>().is_err()) =>
+        {
             // Stand in a valid mode so the type check covers every other field first.
             Some(std::mem::replace(slot, Value::String("ask".to_owned())))
         }
@@ -710,6 +714,7 @@ impl Server {
                     message: p.message,
                     edited_content: p.edited_content,
                     arguments_digest: p.arguments_digest,
+                    deny_memory: session::DenyMemory::ThisCallOnly,
                     reply,
                 });
                 Ok(())

@@ -16,9 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::conversation::parse_history;
 pub use crate::engine::conversation::{
-    lock, mode_name, network_notice, parse_mode, retry_allowed, role_name, Conversation,
-    ConversationState, PendingKind, PendingRequest, ProposalShown, Resolution, Resume,
-    SessionError, UnparsedHistory, PROVIDER_ERROR_REASON,
+    lock, network_notice, retry_allowed, role_name, Conversation, ConversationState, DenyMemory,
+    PendingKind, PendingRequest, ProposalShown, Resolution, Resume, SessionError, UnparsedHistory,
+    PROVIDER_ERROR_REASON,
 };
 pub use crate::engine::display;
 pub use crate::engine::emitter::{Emitter, EventSink, SEQ_RESERVATION, STREAM_BACKLOG_BYTES};
@@ -57,6 +57,8 @@ pub enum Op {
         /// The `argumentsDigest` of the proposal the user saw, when the client sends it: the
         /// approval binds to those arguments and is refused when the request holds others.
         arguments_digest: Option<String>,
+        /// Whether a `deny` refuses the same tool or command for the rest of the session.
+        deny_memory: DenyMemory,
         reply: Reply<()>,
     },
     Answer {
@@ -141,6 +143,7 @@ fn order_replies(shared: &Arc<Conversation>, op: Op) -> Op {
             message,
             edited_content,
             arguments_digest,
+            deny_memory,
             reply,
         } => Op::Approve {
             request_id,
@@ -148,6 +151,7 @@ fn order_replies(shared: &Arc<Conversation>, op: Op) -> Op {
             message,
             edited_content,
             arguments_digest,
+            deny_memory,
             reply: ordered(shared, reply),
         },
         Op::Answer {
@@ -221,7 +225,7 @@ pub fn spawn(
             id: id.clone(),
             cwd: new.workspace.roots()[0].display().to_string(),
             model: new.model.clone(),
-            mode: mode_name(new.mode).to_owned(),
+            mode: new.mode.as_str().to_owned(),
             title: None,
             created_at: now,
             updated_at: now,
@@ -373,10 +377,11 @@ pub async fn restore_with_client_fs(
         })?;
     let mut rules = PermissionRules::default();
     for rule in &loaded.rules {
-        match rule.kind.as_str() {
-            "tool" => rules.tools.push(rule.value.clone()),
-            "commandPrefix" => rules.command_prefixes.push(rule.value.clone()),
-            _ => {}
+        match rule.kind.parse() {
+            Ok(kind) => rules.add(kind, rule.value.clone()),
+            // A newer tandem's rule: skipping it can only ask more, never allow more, except a
+            // deny rule of a kind unknown here, which is why unknown kinds are logged loudly.
+            Err(e) => tracing::warn!(session = %record.id, "{e}; the rule is ignored"),
         }
     }
     let model = if engine.config.model(&record.model).is_some() {
@@ -384,7 +389,7 @@ pub async fn restore_with_client_fs(
     } else {
         engine.config.default_model.clone()
     };
-    let mode = parse_mode(&record.mode).unwrap_or(Mode::Ask);
+    let mode = record.mode.parse().unwrap_or(Mode::Ask);
 
     // Find the calls the crashed turn left without results.
     let orphans = crate::engine::history::orphan_tool_calls(&history);
@@ -648,6 +653,7 @@ async fn actor(
                 message,
                 edited_content,
                 arguments_digest,
+                deny_memory,
                 reply,
             } => {
                 let (cut, other_arguments) = {
@@ -681,6 +687,7 @@ async fn actor(
                             decision,
                             message,
                             edited_content,
+                            deny_memory,
                         },
                         reply,
                     );

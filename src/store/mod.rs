@@ -126,7 +126,8 @@ pub struct PendingRecord {
 /// A remembered permission rule.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuleRecord {
-    /// `"tool"` or `"commandPrefix"`.
+    /// The name of a `permissions::RuleKind` (`tool`, `commandPrefix`, `denyTool`,
+    /// `denyCommandPrefix`); the store does not interpret it.
     pub kind: String,
     pub value: String,
 }

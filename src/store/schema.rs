@@ -16,7 +16,18 @@ pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations in order. Each runs in its own transaction together with the
 /// `user_version` bump, so a crash mid-migration leaves the previous version intact.
-pub(crate) const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
+pub(crate) const MIGRATIONS: &[&str] = &[
+    MIGRATION_1,
+    MIGRATION_2,
+    MIGRATION_3,
+    MIGRATION_4,
+    MIGRATION_5,
+];
+
+/// Deny rules became the engine's (`permissions::RuleKind`): the ACP face's `reject_always` rows,
+/// which only that face read, get the names every face now honours.
+const MIGRATION_5: &str = "UPDATE rules SET kind = 'denyTool' WHERE kind = 'acpDenyTool';
+UPDATE rules SET kind = 'denyCommandPrefix' WHERE kind = 'acpDenyCommandPrefix';";
 
 /// A message's entry in the display history that `session/load` returns, serialized once the
 /// turn that wrote it has ended (`''` for a message that shows as no entry of its own: a tool

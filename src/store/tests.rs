@@ -171,6 +171,65 @@ async fn a_version_2_database_gains_the_network_choice_and_keeps_its_sessions() 
 }
 
 #[tokio::test]
+async fn a_version_4_database_keeps_the_acp_reject_always_rules_as_deny_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_file(&dir);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    {
+        // Rules as the ACP face stored them before the engine owned deny rules.
+        let mut conn = Connection::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        for migration in &schema::MIGRATIONS[..4] {
+            tx.execute_batch(migration).unwrap();
+        }
+        tx.pragma_update(None, "user_version", 4).unwrap();
+        tx.execute(
+            "INSERT INTO sessions (id, cwd, model, mode, created_at, updated_at)
+             VALUES ('old', '/w', 'mock', 'ask', 1, 1)",
+            [],
+        )
+        .unwrap();
+        for (kind, value) in [
+            ("tool", "write_file"),
+            ("acpDenyTool", "edit_file"),
+            ("acpDenyCommandPrefix", "cargo publish"),
+        ] {
+            tx.execute(
+                "INSERT INTO rules (session_id, kind, value) VALUES ('old', ?1, ?2)",
+                [kind, value],
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let mut rules: Vec<(String, String)> = store
+        .load_session("old")
+        .await
+        .unwrap()
+        .unwrap()
+        .rules
+        .into_iter()
+        .map(|r| (r.kind, r.value))
+        .collect();
+    rules.sort();
+    assert_eq!(
+        rules,
+        [
+            ("denyCommandPrefix".to_owned(), "cargo publish".to_owned()),
+            ("denyTool".to_owned(), "edit_file".to_owned()),
+            ("tool".to_owned(), "write_file".to_owned()),
+        ]
+    );
+    for (kind, _) in &rules {
+        assert!(
+            kind.parse::<crate::permissions::RuleKind>().is_ok(),
+            "{kind} is a kind the engine reads"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_database_from_a_newer_tandem_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tandem.sqlite3");

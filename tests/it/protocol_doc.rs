@@ -819,7 +819,7 @@ fn full_events() -> Vec<Event> {
             diff: diff(),
         },
         Event::SteeringApplied { text: "t".into() },
-        // `summary` on `compacting` is never set by this build (engine/turn.rs sends it empty, the
+        // `summary` on `compacting` is never set by this build (engine/turn/compact.rs sends it empty, the
         // summary comes with `compacted`), so no real example can show it.
         Event::Compacting { summary: None },
         Event::Compacted {

@@ -1,0 +1,433 @@
+//! Running an authorized batch: contiguous low-risk calls concurrently, every other call alone
+//! in call order, results committed in call order; questions to the user.
+//!
+//! Invariants: invariant 3 (authorize all, then execute, results in call order) and invariant 5
+//! (a stop interrupts a running tool: SIGINT, then SIGKILL after a grace period).
+
+use super::*;
+
+impl Turn {
+    /// Authorize every call in order, then execute. Returns false if the turn was stopped; every
+    /// call has a committed result either way.
+    pub(super) async fn run_tools(
+        &mut self,
+        calls: &[ToolCallRecord],
+        mut early: HashMap<usize, JoinHandle<ToolOutcome>>,
+        mode: Mode,
+    ) -> bool {
+        self.result_share = self.result_share_for(calls.len());
+        // Phase A: authorize in call order. Nothing runs yet except early-started reads.
+        let mut prepared: Vec<Prepared> = Vec::with_capacity(calls.len());
+        for (index, call) in calls.iter().enumerate() {
+            if self.cancel.is_cancelled() {
+                abort_all(&mut early);
+                self.interrupt_rest(calls);
+                return false;
+            }
+            match self.authorize(call, mode).await {
+                Some(p) => {
+                    // A read that turned out to need approval (a secret) must not use a result
+                    // started before it was approved.
+                    if self.needs_fresh_run.contains(&call.id) {
+                        if let Some(handle) = early.remove(&index) {
+                            handle.abort();
+                        }
+                    }
+                    prepared.push(p);
+                }
+                None => {
+                    abort_all(&mut early);
+                    self.interrupt_rest(calls);
+                    return false;
+                }
+            }
+        }
+
+        // Phase B: execute. Contiguous low-risk runs go concurrently; everything else alone.
+        let mut index = 0;
+        while index < calls.len() {
+            if self.cancel.is_cancelled() {
+                abort_all(&mut early);
+                self.interrupt_rest(&calls[index..]);
+                return false;
+            }
+            let is_low = |p: &Prepared| {
+                matches!(
+                    p,
+                    Prepared::Run {
+                        risk: Risk::Low,
+                        ..
+                    }
+                )
+            };
+            if is_low(&prepared[index]) {
+                let end = (index..calls.len())
+                    .find(|&j| !is_low(&prepared[j]))
+                    .unwrap_or(calls.len());
+                let mut handles = Vec::with_capacity(end - index);
+                for (offset, slot) in prepared[index..end].iter_mut().enumerate() {
+                    let i = index + offset;
+                    let handle = match early.remove(&i) {
+                        Some(handle) => handle,
+                        None => {
+                            let Prepared::Run { args, .. } = std::mem::replace(
+                                slot,
+                                Prepared::Done {
+                                    status: ResultStatus::Failed,
+                                    text: String::new(),
+                                },
+                            ) else {
+                                continue;
+                            };
+                            self.emit(Event::ToolCallUpdate {
+                                tool_call_id: calls[i].id.clone(),
+                                status: ToolStatus::Running,
+                                output: None,
+                                result: None,
+                                diff: None,
+                            });
+                            tokio::spawn(client_fs::read_only(
+                                self.session.workspace.clone(),
+                                self.session.client_fs.clone(),
+                                args,
+                            ))
+                        }
+                    };
+                    handles.push((i, handle));
+                }
+                let mut handles = handles.into_iter();
+                while let Some((i, handle)) = handles.next() {
+                    let abort = handle.abort_handle();
+                    let outcome = tokio::select! {
+                        biased;
+                        _ = self.cancel.cancelled() => None,
+                        joined = handle => Some(joined),
+                    };
+                    match outcome {
+                        None => {
+                            abort.abort();
+                            for (_, rest) in handles.by_ref() {
+                                rest.abort();
+                            }
+                            abort_all(&mut early);
+                            self.interrupt_rest(&calls[i..]);
+                            return false;
+                        }
+                        Some(joined) => {
+                            let outcome = joined.unwrap_or_else(|e| ToolOutcome {
+                                output: format!("the tool crashed: {e}"),
+                                is_error: true,
+                            });
+                            let status = if outcome.is_error {
+                                ResultStatus::Failed
+                            } else {
+                                ResultStatus::Completed
+                            };
+                            self.commit_result(&calls[i], status, outcome.output, None);
+                        }
+                    }
+                }
+                index = end;
+                continue;
+            }
+            let slot = std::mem::replace(
+                &mut prepared[index],
+                Prepared::Done {
+                    status: ResultStatus::Failed,
+                    text: String::new(),
+                },
+            );
+            let call = &calls[index];
+            match slot {
+                Prepared::Done { status, text } => self.commit_result(call, status, text, None),
+                Prepared::Run {
+                    args, plan, edited, ..
+                } => {
+                    if !self.execute_alone(call, args, plan, edited).await {
+                        self.interrupt_rest(&calls[index + 1..]);
+                        return false;
+                    }
+                }
+            }
+            index += 1;
+        }
+        true
+    }
+
+    /// Execute one non-read call alone. Returns false if the turn was stopped during it (its
+    /// result is committed as interrupted).
+    pub(super) async fn execute_alone(
+        &mut self,
+        call: &ToolCallRecord,
+        args: ToolArgs,
+        plan: Option<Box<PlannedEdit>>,
+        edited: Option<String>,
+    ) -> bool {
+        self.emit(Event::ToolCallUpdate {
+            tool_call_id: call.id.clone(),
+            status: ToolStatus::Running,
+            output: None,
+            result: None,
+            diff: None,
+        });
+        match args {
+            ToolArgs::WriteFile { .. } | ToolArgs::EditFile { .. } => {
+                let Some(plan) = plan else {
+                    self.commit_result(
+                        call,
+                        ResultStatus::Failed,
+                        "internal error: edit without a plan".into(),
+                        None,
+                    );
+                    return true;
+                };
+                let workspace = self.session.workspace.clone();
+                let diff = match &edited {
+                    // The user's version is compared off the async workers: a large file
+                    // takes up to the diff deadline.
+                    Some(content) => {
+                        let (path, old, new) = (
+                            plan.diff.path.clone(),
+                            plan.old_content.clone(),
+                            content.clone(),
+                        );
+                        tokio::task::spawn_blocking(move || {
+                            crate::workspace::diff::file_diff(&path, old.as_deref(), &new)
+                        })
+                        .await
+                        .unwrap_or_else(|_| plan.diff.clone())
+                    }
+                    None => plan.diff.clone(),
+                };
+                // A write is not interrupted halfway: it is short and atomic, and a stop that
+                // arrives during it takes effect right after it is recorded.
+                if !self.ready_for_side_effect(call).await {
+                    return true;
+                }
+                let outcome = match self.session.client_fs.clone() {
+                    Some(client) => {
+                        client_fs::apply(workspace, client, &plan, edited.as_deref()).await
+                    }
+                    None => tokio::task::spawn_blocking(move || {
+                        apply_edit(&workspace, &plan, edited.as_deref())
+                    })
+                    .await
+                    .unwrap_or_else(|e| ToolOutcome {
+                        output: format!("the edit crashed: {e}"),
+                        is_error: true,
+                    }),
+                };
+                let status = if outcome.is_error {
+                    ResultStatus::Failed
+                } else {
+                    ResultStatus::Completed
+                };
+                let shown = (!outcome.is_error).then_some(&diff);
+                self.commit_result(call, status, outcome.output, shown);
+                self.session.after_side_effect(&call.id);
+                true
+            }
+            ToolArgs::Shell {
+                command,
+                timeout_ms,
+            } => {
+                let timeout = timeout_ms
+                    .map(Duration::from_millis)
+                    .unwrap_or(shell::DEFAULT_TIMEOUT)
+                    .min(shell::MAX_TIMEOUT);
+                let roots = self.session.workspace.roots().to_vec();
+                let read_only = {
+                    let roots = roots.clone();
+                    // It looks at the roots' `.git` entries, so it runs off the async workers.
+                    tokio::task::spawn_blocking(move || sandbox::read_only_paths(&roots))
+                        .await
+                        .unwrap_or_else(|_| crate::workspace::protected::extra_protected())
+                };
+                let sandbox = Confinement::new(
+                    &sandbox::status().await,
+                    SandboxPolicy {
+                        writable: roots,
+                        read_only,
+                        network: lock(&self.session.state).allow_network,
+                    },
+                );
+                let request = ShellRequest {
+                    command,
+                    cwd: self.session.workspace.roots()[0].clone(),
+                    timeout,
+                    kill_grace: Duration::from_millis(
+                        self.session.engine.config.shell_kill_grace_ms,
+                    ),
+                    sandbox,
+                    env: self.session.engine.config.command_environment(),
+                    max_processes: Some(self.session.engine.config.shell_max_processes),
+                };
+                if !self.ready_for_side_effect(call).await {
+                    return true;
+                }
+                let session = self.session.clone();
+                let turn_id = self.turn_id.clone();
+                let tool_call_id = call.id.clone();
+                // Protected files a mount cannot cover (they do not exist yet) are checked after.
+                let sentinel_roots = self.session.workspace.roots().to_vec();
+                let sentinels = tokio::task::spawn_blocking(move || {
+                    sandbox::ProtectedSentinels::before(&sentinel_roots)
+                })
+                .await
+                .unwrap_or_default();
+                let result = shell::run(request, &self.cancel, |chunk| {
+                    session.emit(
+                        Some(&turn_id),
+                        Event::ToolCallUpdate {
+                            tool_call_id: tool_call_id.clone(),
+                            status: ToolStatus::Running,
+                            output: Some(chunk.to_owned()),
+                            result: None,
+                            diff: None,
+                        },
+                    );
+                    session
+                        .emitter
+                        .stream_room()
+                        .map(|room| Box::pin(room) as shell::OutputPause)
+                })
+                .await;
+                let mut text = result.model_text(timeout);
+                if let Ok(Some(note)) = tokio::task::spawn_blocking(move || sentinels.after()).await
+                {
+                    text.push('\n');
+                    text.push_str(&note);
+                }
+                let keep_going = match result.end {
+                    shell::ShellEnd::Interrupted => {
+                        self.commit_result(call, ResultStatus::Interrupted, text, None);
+                        false
+                    }
+                    _ => {
+                        let status = if result.is_success() {
+                            ResultStatus::Completed
+                        } else {
+                            ResultStatus::Failed
+                        };
+                        self.commit_result(call, status, text, None);
+                        true
+                    }
+                };
+                self.session.after_side_effect(&call.id);
+                keep_going
+            }
+            ToolArgs::AskUser { question, choices } => {
+                self.ask(call, question, choices, None).await
+            }
+            ToolArgs::ProposePlan { plan } => {
+                self.ask(
+                    call,
+                    "Do you accept this plan?".to_owned(),
+                    Some(vec!["accept".to_owned(), "reject".to_owned()]),
+                    Some(plan),
+                )
+                .await
+            }
+            read => {
+                // Read-only tools are normally batched; one that lands here still runs.
+                let outcome = client_fs::read_only(
+                    self.session.workspace.clone(),
+                    self.session.client_fs.clone(),
+                    read,
+                )
+                .await;
+                let status = if outcome.is_error {
+                    ResultStatus::Failed
+                } else {
+                    ResultStatus::Completed
+                };
+                self.commit_result(call, status, outcome.output, None);
+                true
+            }
+        }
+    }
+
+    pub(super) async fn ask(
+        &mut self,
+        call: &ToolCallRecord,
+        question: String,
+        choices: Option<Vec<String>>,
+        plan: Option<String>,
+    ) -> bool {
+        if !self.session.engine.client_can_answer() {
+            self.commit_result(
+                call,
+                ResultStatus::Failed,
+                "no client is able to answer questions right now; continue with your best judgement and say what you assumed".to_owned(),
+                None,
+            );
+            return true;
+        }
+        let is_plan = plan.is_some();
+        let recorded = self
+            .recorded
+            .remove(&call.id)
+            .filter(|r| r.kind == "question");
+        let earlier = recorded
+            .as_ref()
+            .and_then(|r| r.decision.as_deref())
+            .and_then(|d| serde_json::from_str::<Value>(d).ok())
+            .and_then(|v| v.get("answer").and_then(Value::as_str).map(str::to_owned));
+        let request_id = recorded
+            .map(|r| r.request_id)
+            .unwrap_or_else(|| crate::engine::history::new_id("r"));
+        let resolution = match earlier {
+            // Answered before a crash: not asked again.
+            Some(answer) => Some(Resolution::Answer(answer)),
+            None => {
+                let event = Event::QuestionAsked {
+                    request_id: request_id.clone(),
+                    tool_call_id: call.id.clone(),
+                    question,
+                    choices,
+                    plan,
+                };
+                let receiver = self.register_pending(
+                    &request_id,
+                    PendingKind::Question,
+                    &call.id,
+                    &event,
+                    ProposalShown::Whole,
+                );
+                self.emit(event);
+                let resolution = self.wait_pending(&request_id, receiver).await;
+                if let Some(Resolution::Answer(answer)) = &resolution {
+                    self.session
+                        .persist_decision(&request_id, &serde_json::json!({ "answer": answer }));
+                }
+                resolution
+            }
+        };
+        match resolution {
+            Some(Resolution::Answer(answer)) => {
+                let text = if is_plan {
+                    format!("The user responded to the plan: {answer}")
+                } else {
+                    format!("The user answered: {answer}")
+                };
+                self.commit_result(call, ResultStatus::Completed, text, None);
+                true
+            }
+            Some(Resolution::Approval { .. }) | None => {
+                self.commit_result(
+                    call,
+                    ResultStatus::Interrupted,
+                    "interrupted by user".to_owned(),
+                    None,
+                );
+                false
+            }
+        }
+    }
+}
+
+pub(super) fn abort_all(early: &mut HashMap<usize, JoinHandle<ToolOutcome>>) {
+    for (_, handle) in early.drain() {
+        handle.abort();
+    }
+}

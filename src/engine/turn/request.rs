@@ -1,0 +1,114 @@
+//! Building one provider request: the system prompt, the outbound projection of the history
+//! (the only provider feed, invariant 1), the per-turn context on the last user message at send
+//! time (invariant 7, never persisted) and the tools the mode offers.
+
+use super::*;
+
+impl Turn {
+    pub(super) async fn system_prompt(&self) -> String {
+        // AGENTS.md and CLAUDE.md at the workspace root are project instructions the user wrote
+        // for agents; they join the system prompt. Reads go through the confined workspace.
+        let workspace = self.session.workspace.clone();
+        let files = tokio::task::spawn_blocking(move || {
+            let mut found = Vec::new();
+            for name in ["AGENTS.md", "CLAUDE.md"] {
+                if let Ok(path) = workspace.resolve(name) {
+                    if let Ok(Some(text)) = workspace.read_text_if_exists(&path) {
+                        found.push((name, text));
+                    }
+                }
+            }
+            found
+        })
+        .await
+        .unwrap_or_default();
+        let mut system = BASE_SYSTEM_PROMPT.to_owned();
+        for (name, text) in files {
+            system.push_str(&format!(
+                "\n\n<project-instructions file=\"{name}\">\n{text}\n</project-instructions>"
+            ));
+        }
+        system
+    }
+
+    pub(super) fn build_request(
+        &self,
+        system: &str,
+        model_id: &str,
+        model: &ModelConfig,
+        mode: Mode,
+        provider_kind: &str,
+    ) -> ProviderRequest {
+        let roots: Vec<String> = self
+            .session
+            .workspace
+            .roots()
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect();
+        let mode_text = match mode {
+            Mode::Ask => "ask: reads run freely; every edit and shell command waits for the user's approval",
+            Mode::AutoEdit => "autoEdit: edits inside the workspace apply without asking; shell commands need approval",
+            Mode::Plan => "plan: you cannot edit files or run commands; investigate, then present a plan with propose_plan",
+            Mode::FullAuto => "fullAuto: edits and commands run without asking; be careful",
+        };
+        let context = format!(
+            "<turn-context>\nWorkspace roots: {}\nPermission mode: {mode_text}\n</turn-context>",
+            roots.join(", ")
+        );
+        let messages = {
+            let state = lock(&self.session.state);
+            let ctx = ProjectionContext {
+                provider_kind,
+                model_id,
+                vision: model.vision,
+                pdf: model.pdf,
+                turn_context: Some(&context),
+            };
+            if self.ephemeral.is_empty() {
+                project(&state.history, &ctx)
+            } else {
+                let mut merged: Vec<Message> =
+                    Vec::with_capacity(state.history.len() + self.ephemeral.len());
+                let mut pending = self.ephemeral.iter().peekable();
+                for (index, message) in state.history.iter().enumerate() {
+                    while let Some((_, text)) = pending.next_if(|(at, _)| *at == index) {
+                        merged.push(Message::user(
+                            vec![Part::Text { text: text.clone() }],
+                            Source::Reminder,
+                            Some(&self.turn_id),
+                        ));
+                    }
+                    merged.push(message.clone());
+                }
+                for (_, text) in pending {
+                    merged.push(Message::user(
+                        vec![Part::Text { text: text.clone() }],
+                        Source::Reminder,
+                        Some(&self.turn_id),
+                    ));
+                }
+                project(&merged, &ctx)
+            }
+        };
+        let tools: Vec<ToolSpec> = TOOLS
+            .iter()
+            .filter(|t| permissions::offered(mode, t))
+            .map(|t| ToolSpec {
+                name: t.name,
+                description: t.description,
+                parameters: t.parameters(),
+            })
+            .collect();
+        ProviderRequest {
+            model: model.name.clone(),
+            system: system.to_owned(),
+            messages,
+            tools,
+            max_output_tokens: model.max_output_tokens,
+            reasoning: model.reasoning,
+            thinking_budget: model.thinking_budget,
+            parallel_tool_calls: model.parallel_tool_calls,
+        }
+    }
+}
