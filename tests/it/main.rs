@@ -33,5 +33,6 @@ mod security;
 mod stop;
 mod storm;
 mod tidy;
+mod turn_loop;
 mod turns;
 mod wire;
