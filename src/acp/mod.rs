@@ -14,7 +14,7 @@ mod bridge;
 pub mod convert;
 mod transport;
 
-use std::collections::HashMap;
+use crate::session::host::{shutdown_reply, Host};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -96,22 +96,11 @@ fn to_value<T: Serialize>(value: T) -> Result<Value, AcpError> {
     serde_json::to_value(value).map_err(AcpError::into_internal_error)
 }
 
-enum StoreSlot {
-    Opening(tokio::task::JoinHandle<Result<Store, crate::store::StoreError>>),
-    Ready(Store),
-    Failed(String),
-}
-
-struct Live {
-    bridge: Arc<Bridge>,
-    handle: SessionHandle,
-}
-
 struct Acp {
     engine: Arc<EngineContext>,
-    store: tokio::sync::Mutex<StoreSlot>,
     abilities: Mutex<ClientAbilities>,
-    sessions: Mutex<HashMap<String, Live>>,
+    /// The store and the sessions of this connection, each with its bridge to the client.
+    host: Host<Arc<Bridge>>,
 }
 
 /// Run the ACP agent on stdin/stdout until the client closes stdin.
@@ -120,12 +109,11 @@ pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<
     // The agent may not edit tandem's own config or its permission store, by any path, also
     // when the edit would go through the editor (`fs/write_text_file`).
     crate::workspace::protected::protect_own_files(config.source_path.as_deref(), Some(&path));
-    let opening = tokio::task::spawn_blocking(move || Store::open(&path));
+    let engine = EngineContext::new(config);
     let acp = Arc::new(Acp {
-        engine: EngineContext::new(config),
-        store: tokio::sync::Mutex::new(StoreSlot::Opening(opening)),
+        engine: engine.clone(),
         abilities: Mutex::new(ClientAbilities::default()),
-        sessions: Mutex::new(HashMap::new()),
+        host: Host::new(engine, Some(path)),
     });
     let for_requests = acp.clone();
     let for_notifications = acp.clone();
@@ -163,14 +151,14 @@ pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<
     };
     // The client is gone: nobody can answer approvals, so stop every turn and shut down.
     acp.engine.set_client_can_answer(false);
-    let live: Vec<Live> = lock(&acp.sessions).drain().map(|(_, l)| l).collect();
+    let live = acp.host.drain();
     for l in &live {
-        l.bridge.cancel();
+        l.face.cancel();
     }
     let stopping = async {
         for l in live {
-            shutdown(&l.handle).await;
-            l.bridge.detach();
+            let _ = shutdown_reply(&l.handle).await;
+            l.face.detach();
         }
     };
     if tokio::time::timeout(EXIT_GRACE / 2, stopping)
@@ -180,46 +168,28 @@ pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<
         tracing::warn!("sessions did not stop in time after the client left; exiting anyway");
     }
     let _ = tokio::time::timeout(EXIT_GRACE / 4, transport.writer).await;
-    let slot = std::mem::replace(
-        &mut *acp.store.lock().await,
-        StoreSlot::Failed("closed".into()),
-    );
-    // Dropping the last store handle waits for its writer to commit; off the async workers.
-    let _ = tokio::task::spawn_blocking(move || drop(slot)).await;
+    acp.host.close_store().await;
     result.map_err(|e| anyhow::anyhow!("ACP connection failed: {e}"))
 }
 
-async fn shutdown(handle: &SessionHandle) {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    handle.send(Op::Shutdown {
-        reply: Box::new(move |_| {
-            let _ = tx.send(());
-        }),
-    });
-    let _ = rx.await;
-}
-
 impl Acp {
+    /// The store (this face always keeps one), waiting for it to finish opening.
     async fn store(&self) -> Result<Store, AcpError> {
-        let mut slot = self.store.lock().await;
-        if let StoreSlot::Opening(task) = &mut *slot {
-            *slot = match task.await {
-                Ok(Ok(store)) => StoreSlot::Ready(store),
-                Ok(Err(e)) => StoreSlot::Failed(e.to_string()),
-                Err(e) => StoreSlot::Failed(format!("opening the session database crashed: {e}")),
-            };
-        }
-        match &*slot {
-            StoreSlot::Ready(store) => Ok(store.clone()),
-            StoreSlot::Failed(why) => Err(error(ErrorKind::Internal, why.clone(), Value::Null)),
-            StoreSlot::Opening(_) => unreachable!("awaited above"),
+        match self.host.store().await {
+            Ok(Some(store)) => Ok(store),
+            Ok(None) => Err(error(
+                ErrorKind::Internal,
+                "this server keeps no session store".to_owned(),
+                Value::Null,
+            )),
+            Err(e) => Err(error(ErrorKind::Internal, e.to_string(), Value::Null)),
         }
     }
 
     fn live(&self, session_id: &str) -> Result<(Arc<Bridge>, SessionHandle), AcpError> {
-        lock(&self.sessions)
+        self.host
             .get(session_id)
-            .map(|l| (l.bridge.clone(), l.handle.clone()))
+            .map(|l| (l.face, l.handle))
             .ok_or_else(|| {
                 error(
                     ErrorKind::UnknownSession,
@@ -403,13 +373,8 @@ impl Acp {
         );
         let session_id = handle.id().to_owned();
         bridge.set_handle(handle.clone());
-        lock(&self.sessions).insert(
-            session_id.clone(),
-            Live {
-                bridge: bridge.clone(),
-                handle,
-            },
-        );
+        let cwd = workspace_root(&handle);
+        self.host.insert(handle, cwd, bridge.clone());
         let mut response = acp::NewSessionResponse::new(session_id)
             .config_options(convert::config_options(
                 &self.engine.config,
@@ -530,13 +495,8 @@ impl Acp {
             }
         }
         let answer = self.opened(&handle, replay);
-        lock(&self.sessions).insert(
-            session_id,
-            Live {
-                bridge,
-                handle: handle.clone(),
-            },
-        );
+        self.host
+            .insert(handle.clone(), workspace_root(&handle), bridge);
         // A turn that crashed continues after the response (its open requests are asked again).
         if let Some(resume) = restored.resume {
             let send = handle.clone();
@@ -581,10 +541,10 @@ impl Acp {
                 )))
             }
         };
-        let store = self.store().await?;
         let cwd = request.cwd.map(|c| c.display().to_string());
-        let all = store
-            .list_sessions(cwd)
+        let all = self
+            .host
+            .list(cwd)
             .await
             .map_err(|e| error(ErrorKind::Internal, e.to_string(), Value::Null))?;
         if start > all.len() {
@@ -599,17 +559,17 @@ impl Acp {
             .into_iter()
             .skip(start)
             .take(LIST_PAGE)
-            .map(|r| {
-                acp::SessionInfo::new(r.id, PathBuf::from(r.cwd))
-                    .title(r.title)
-                    .updated_at(convert::rfc3339(r.updated_at))
+            .map(|l| {
+                acp::SessionInfo::new(l.session_id, PathBuf::from(l.cwd))
+                    .title(l.title)
+                    .updated_at(convert::rfc3339(l.updated_at))
             })
             .collect();
         to_value(acp::ListSessionsResponse::new(sessions).next_cursor(next))
     }
 
     async fn close(&self, session_id: &str) -> Result<Value, AcpError> {
-        let live = lock(&self.sessions).remove(session_id);
+        let live = self.host.remove(session_id);
         let Some(live) = live else {
             return Err(error(
                 ErrorKind::UnknownSession,
@@ -617,9 +577,9 @@ impl Acp {
                 json!({"sessionId": session_id}),
             ));
         };
-        live.bridge.cancel();
-        shutdown(&live.handle).await;
-        live.bridge.detach();
+        live.face.cancel();
+        let _ = shutdown_reply(&live.handle).await;
+        live.face.detach();
         to_value(acp::CloseSessionResponse::new())
     }
 
@@ -871,6 +831,11 @@ fn check_dir(path: &Path) -> Result<(), AcpError> {
         return Err(bad("is not an existing directory"));
     }
     Ok(())
+}
+
+/// The session's workspace folder as the store keeps it.
+fn workspace_root(handle: &SessionHandle) -> String {
+    handle.shared.workspace.roots()[0].display().to_string()
 }
 
 /// Whether two folder paths name the same directory (the stored cwd is canonical; the

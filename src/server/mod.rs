@@ -10,7 +10,7 @@ pub mod framing;
 pub mod rpc;
 mod stdout;
 
-use std::collections::HashMap;
+use crate::session::host::Host;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -169,25 +169,11 @@ fn framing_from_code(code: u8) -> Framing {
 struct Server {
     engine: Arc<EngineContext>,
     out: Outbound,
-    sessions: HashMap<String, SessionEntry>,
+    /// The store and the sessions of this connection; the native face keeps nothing of its own
+    /// per session.
+    host: Host<()>,
     initialized: bool,
     framing: Framing,
-    store: StoreSlot,
-}
-
-/// The store opens on the blocking pool while the server already answers `initialize`, so a
-/// cold start does not wait for SQLite; the first method that needs it waits for it.
-enum StoreSlot {
-    None,
-    Opening(tokio::task::JoinHandle<Result<Store, crate::store::StoreError>>),
-    Ready(Store),
-    Failed(String),
-}
-
-struct SessionEntry {
-    handle: SessionHandle,
-    cwd: String,
-    created_at: u64,
 }
 
 /// Decode a method's params. A field of the wrong JSON type, a missing required field or a value
@@ -290,16 +276,13 @@ pub async fn run(
     framing_shared: Arc<AtomicU8>,
     store: Option<tokio::task::JoinHandle<Result<Store, crate::store::StoreError>>>,
 ) -> anyhow::Result<()> {
+    let engine = EngineContext::new(config);
     let mut server = Server {
-        engine: EngineContext::new(config),
+        engine: engine.clone(),
         out,
-        sessions: HashMap::new(),
+        host: Host::with_store_task(engine, store),
         initialized: false,
         framing: Framing::Ndjson,
-        store: match store {
-            Some(task) => StoreSlot::Opening(task),
-            None => StoreSlot::None,
-        },
     };
     let mut reader = FrameReader::new(input);
     loop {
@@ -360,12 +343,8 @@ pub async fn run(
     }
     // End of input or shutdown: nobody can answer approvals any more, so stop every turn.
     server.engine.set_client_can_answer(false);
-    server.shutdown_sessions().await;
-    // Dropping the last store handle waits for its writer to commit the queue; do that off
-    // the async workers.
-    let slot = std::mem::replace(&mut server.store, StoreSlot::None);
-    drop(server);
-    let _ = tokio::task::spawn_blocking(move || drop(slot)).await;
+    server.host.shutdown().await;
+    server.host.close_store().await;
     Ok(())
 }
 
@@ -397,25 +376,12 @@ impl Server {
     }
 
     /// The store, waiting for it to finish opening if needed.
-    async fn store(&mut self) -> Result<Option<Store>, RpcErrorObject> {
-        if let StoreSlot::Opening(task) = &mut self.store {
-            self.store = match task.await {
-                Ok(Ok(store)) => StoreSlot::Ready(store),
-                Ok(Err(e)) => StoreSlot::Failed(e.to_string()),
-                Err(e) => StoreSlot::Failed(format!("opening the session database crashed: {e}")),
-            };
-        }
-        match &self.store {
-            StoreSlot::None => Ok(None),
-            StoreSlot::Ready(store) => Ok(Some(store.clone())),
-            StoreSlot::Failed(why) => Err(RpcErrorObject::new(ErrorKind::Internal, why.clone())),
-            StoreSlot::Opening(_) => Err(RpcErrorObject::new(
-                ErrorKind::Internal,
-                "the session database is still opening; try again",
-            )),
-        }
+    async fn store(&self) -> Result<Option<Store>, RpcErrorObject> {
+        self.host
+            .store()
+            .await
+            .map_err(|e| RpcErrorObject::new(ErrorKind::Internal, e.to_string()))
     }
-
     fn sink(&self) -> Arc<dyn EventSink> {
         Arc::new(NativeSink {
             out: self.out.clone(),
@@ -425,10 +391,10 @@ impl Server {
         })
     }
 
-    fn session(&self, session_id: &str) -> Result<&SessionHandle, RpcErrorObject> {
-        self.sessions
+    fn session(&self, session_id: &str) -> Result<SessionHandle, RpcErrorObject> {
+        self.host
             .get(session_id)
-            .map(|e| &e.handle)
+            .map(|live| live.handle)
             .ok_or_else(|| {
                 RpcErrorObject::new(
                     ErrorKind::UnknownSession,
@@ -441,7 +407,7 @@ impl Server {
         if method == method::SHUTDOWN {
             // From here nobody answers approvals; turns end with the disconnect notice.
             self.engine.set_client_can_answer(false);
-            self.shutdown_sessions().await;
+            self.host.shutdown().await;
             self.answer(&id, Ok(Value::Null));
             return Flow::Shutdown;
         }
@@ -501,7 +467,7 @@ impl Server {
                             version: env!("CARGO_PKG_VERSION").to_owned(),
                         },
                         capabilities: wire::ServerCapabilities {
-                            session_store: !matches!(self.store, StoreSlot::None),
+                            session_store: self.host.has_store().await,
                             framing: self.framing,
                             image_prompts: true,
                             document_prompts: true,
@@ -559,14 +525,7 @@ impl Server {
                     },
                 );
                 let session_id = handle.id().to_owned();
-                self.sessions.insert(
-                    session_id.clone(),
-                    SessionEntry {
-                        handle,
-                        cwd: p.cwd,
-                        created_at: crate::engine::history::now_ms(),
-                    },
-                );
+                self.host.insert(handle, p.cwd, ());
                 self.answer(
                     id,
                     Ok(wire::SessionNewResult {
@@ -590,28 +549,26 @@ impl Server {
                             .map(|c| c.display().to_string());
                     p.cwd = Some(canonical.unwrap_or(cwd));
                 }
-                let sessions: Vec<wire::SessionSummary> = match self.store().await? {
-                    Some(store) => store
-                        .list_sessions(p.cwd)
-                        .await
-                        .map_err(|e| RpcErrorObject::new(ErrorKind::Internal, e.to_string()))?
-                        .into_iter()
-                        .map(|r| wire::SessionSummary {
-                            session_id: r.id,
-                            cwd: r.cwd,
-                            title: r.title,
-                            model: r.model,
-                            updated_at: r.updated_at,
-                        })
-                        .collect(),
-                    None => self.memory_sessions(p.cwd.as_deref()),
-                };
+                let sessions: Vec<wire::SessionSummary> = self
+                    .host
+                    .list(p.cwd)
+                    .await
+                    .map_err(|e| RpcErrorObject::new(ErrorKind::Internal, e.to_string()))?
+                    .into_iter()
+                    .map(|l| wire::SessionSummary {
+                        session_id: l.session_id,
+                        cwd: l.cwd,
+                        title: l.title,
+                        model: l.model,
+                        updated_at: l.updated_at,
+                    })
+                    .collect();
                 self.answer(id, Ok(wire::SessionListResult { sessions }));
                 Ok(())
             }
             method::SESSION_LOAD => {
                 let p: wire::SessionLoadParams = params(method, raw)?;
-                if let Some(entry) = self.sessions.get(&p.session_id) {
+                if let Some(entry) = self.host.get(&p.session_id) {
                     let pending: Vec<Value> = entry.handle.shared.pending_payloads();
                     if let Some(id) = id {
                         let shared = entry.handle.shared.clone();
@@ -659,14 +616,7 @@ impl Server {
                 if let Some(resume) = restored.resume {
                     restored.handle.send(Op::Resume { resume });
                 }
-                self.sessions.insert(
-                    p.session_id.clone(),
-                    SessionEntry {
-                        handle: restored.handle,
-                        cwd,
-                        created_at: crate::engine::history::now_ms(),
-                    },
-                );
+                self.host.insert(restored.handle, cwd, ());
                 Ok(())
             }
             method::RETRY => {
@@ -766,42 +716,6 @@ impl Server {
                     method::ALL.join(", ")
                 ),
             )),
-        }
-    }
-
-    fn memory_sessions(&self, filter: Option<&str>) -> Vec<wire::SessionSummary> {
-        let mut sessions: Vec<wire::SessionSummary> = self
-            .sessions
-            .iter()
-            .filter(|(_, e)| filter.is_none_or(|c| c == e.cwd))
-            .filter_map(|(sid, e)| {
-                let summary = e.handle.shared.summary()?;
-                Some(wire::SessionSummary {
-                    session_id: sid.clone(),
-                    cwd: e.cwd.clone(),
-                    title: summary.title,
-                    model: summary.model,
-                    updated_at: summary.updated_at.unwrap_or(e.created_at),
-                })
-            })
-            .collect();
-        sessions.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
-        sessions
-    }
-
-    async fn shutdown_sessions(&mut self) {
-        let mut waits = Vec::new();
-        for (_, entry) in self.sessions.drain() {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            entry.handle.send(Op::Shutdown {
-                reply: Box::new(move |_| {
-                    let _ = tx.send(());
-                }),
-            });
-            waits.push(rx);
-        }
-        for wait in waits {
-            let _ = wait.await;
         }
     }
 }
