@@ -207,6 +207,46 @@ pub enum PendingKind {
     Question,
 }
 
+impl PendingKind {
+    /// The name the store keeps (`pending.kind`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PendingKind::Approval => "approval",
+            PendingKind::Question => "question",
+        }
+    }
+}
+
+/// What the store keeps of an answered request (`pending.decision`), so a turn resumed after a
+/// crash uses the answer instead of asking again. A storage shape, like the history's types.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum RecordedDecision {
+    #[serde(rename_all = "camelCase")]
+    Approval {
+        decision: Decision,
+        #[serde(default)]
+        message: Option<String>,
+        #[serde(default)]
+        edited_content: Option<String>,
+    },
+    Answer {
+        answer: String,
+    },
+}
+
+impl RecordedDecision {
+    /// The stored decision of a request of `kind`, if it parses as one of that kind.
+    pub fn parse(kind: PendingKind, json: &str) -> Option<RecordedDecision> {
+        let decision: RecordedDecision = serde_json::from_str(json).ok()?;
+        match (&decision, kind) {
+            (RecordedDecision::Approval { .. }, PendingKind::Approval)
+            | (RecordedDecision::Answer { .. }, PendingKind::Question) => Some(decision),
+            _ => None,
+        }
+    }
+}
+
 /// Whether a `deny` also refuses the same tool (or command prefix) for the rest of the session:
 /// ACP's `reject_always`. The native protocol's `deny` is always [`DenyMemory::ThisCallOnly`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -574,11 +614,7 @@ impl Conversation {
                 session_id: self.id.clone(),
                 request_id: request_id.to_owned(),
                 tool_call_id: tool_call_id.to_owned(),
-                kind: match kind {
-                    PendingKind::Approval => "approval",
-                    PendingKind::Question => "question",
-                }
-                .to_owned(),
+                kind: kind.as_str().to_owned(),
                 turn_id: turn_id.to_owned(),
                 payload: payload.to_string(),
                 decision: None,
@@ -587,9 +623,14 @@ impl Conversation {
         }
     }
 
-    pub fn persist_decision(&self, request_id: &str, decision: &serde_json::Value) {
-        if let Some(store) = &self.store {
-            store.resolve_pending(&self.id, request_id, decision.to_string());
+    pub fn persist_decision(&self, request_id: &str, decision: &RecordedDecision) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        match serde_json::to_string(decision) {
+            Ok(json) => store.resolve_pending(&self.id, request_id, json),
+            // Plain strings and an enum: cannot fail; if it ever did, a resume asks again.
+            Err(e) => tracing::error!("cannot serialize the decision of {request_id}: {e}"),
         }
     }
 
@@ -761,4 +802,52 @@ fn final_display(state: &ConversationState, message: &Message) -> Option<String>
     display::settled_displays(position as u64, std::slice::from_ref(message))
         .pop()
         .map(|entry| entry.display)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_decisions_read_what_earlier_versions_stored_and_keep_their_kind() {
+        // The shapes tandem stored before the type existed (built with `json!`).
+        let approval = r#"{"decision":"alwaysTool","message":null,"editedContent":"new text"}"#;
+        assert_eq!(
+            RecordedDecision::parse(PendingKind::Approval, approval),
+            Some(RecordedDecision::Approval {
+                decision: Decision::AlwaysTool,
+                message: None,
+                edited_content: Some("new text".to_owned()),
+            })
+        );
+        let answer = r#"{"answer":"yes"}"#;
+        assert_eq!(
+            RecordedDecision::parse(PendingKind::Question, answer),
+            Some(RecordedDecision::Answer {
+                answer: "yes".to_owned()
+            })
+        );
+        // A row of the other kind, or garbage, is no decision: the request is asked again.
+        assert_eq!(RecordedDecision::parse(PendingKind::Approval, answer), None);
+        assert_eq!(
+            RecordedDecision::parse(PendingKind::Question, approval),
+            None
+        );
+        assert_eq!(RecordedDecision::parse(PendingKind::Approval, "{"), None);
+        // What is stored now reads back the same.
+        let deny = RecordedDecision::Approval {
+            decision: Decision::Deny,
+            message: Some("no".to_owned()),
+            edited_content: None,
+        };
+        let json = serde_json::to_string(&deny).unwrap();
+        assert_eq!(
+            json,
+            r#"{"decision":"deny","message":"no","editedContent":null}"#
+        );
+        assert_eq!(
+            RecordedDecision::parse(PendingKind::Approval, &json),
+            Some(deny)
+        );
+    }
 }

@@ -188,9 +188,17 @@ impl Turn {
                 let recorded = self.recorded.remove(&call.id);
                 let earlier = recorded
                     .as_ref()
-                    .filter(|r| r.kind == "approval")
+                    .filter(|r| r.kind == PendingKind::Approval.as_str())
                     .and_then(|r| r.decision.as_deref())
-                    .and_then(parse_recorded_approval);
+                    .and_then(|d| RecordedDecision::parse(PendingKind::Approval, d))
+                    .and_then(|d| match d {
+                        RecordedDecision::Approval {
+                            decision,
+                            message,
+                            edited_content,
+                        } => Some((decision, message, edited_content)),
+                        RecordedDecision::Answer { .. } => None,
+                    });
                 // A recorded decision already left its rule in the store, so it is not
                 // remembered again.
                 let (decision, message, edited_content, deny_memory) = match earlier {
@@ -264,11 +272,11 @@ impl Turn {
                         };
                         self.session.persist_decision(
                             &request_id,
-                            &serde_json::json!({
-                                "decision": decision,
-                                "message": message,
-                                "editedContent": edited_content,
-                            }),
+                            &RecordedDecision::Approval {
+                                decision,
+                                message: message.clone(),
+                                edited_content: edited_content.clone(),
+                            },
                         );
                         self.emit(Event::ApprovalResolved {
                             request_id,
@@ -477,14 +485,4 @@ pub(super) fn approval_options(tool: &str, command: Option<&str>) -> Vec<Approva
         command_prefix: None,
     });
     options
-}
-
-/// A decision stored by `persist_decision`.
-pub(super) fn parse_recorded_approval(
-    json: &str,
-) -> Option<(Decision, Option<String>, Option<String>)> {
-    let value: Value = serde_json::from_str(json).ok()?;
-    let decision: Decision = serde_json::from_value(value.get("decision")?.clone()).ok()?;
-    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
-    Some((decision, text("message"), text("editedContent")))
 }

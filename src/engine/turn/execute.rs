@@ -367,12 +367,15 @@ impl Turn {
         let recorded = self
             .recorded
             .remove(&call.id)
-            .filter(|r| r.kind == "question");
+            .filter(|r| r.kind == PendingKind::Question.as_str());
         let earlier = recorded
             .as_ref()
             .and_then(|r| r.decision.as_deref())
-            .and_then(|d| serde_json::from_str::<Value>(d).ok())
-            .and_then(|v| v.get("answer").and_then(Value::as_str).map(str::to_owned));
+            .and_then(|d| RecordedDecision::parse(PendingKind::Question, d))
+            .and_then(|d| match d {
+                RecordedDecision::Answer { answer } => Some(answer),
+                RecordedDecision::Approval { .. } => None,
+            });
         let request_id = recorded
             .map(|r| r.request_id)
             .unwrap_or_else(|| crate::engine::history::new_id("r"));
@@ -397,8 +400,12 @@ impl Turn {
                 self.emit(event);
                 let resolution = self.wait_pending(&request_id, receiver).await;
                 if let Some(Resolution::Answer(answer)) = &resolution {
-                    self.session
-                        .persist_decision(&request_id, &serde_json::json!({ "answer": answer }));
+                    self.session.persist_decision(
+                        &request_id,
+                        &RecordedDecision::Answer {
+                            answer: answer.clone(),
+                        },
+                    );
                 }
                 resolution
             }

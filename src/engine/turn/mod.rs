@@ -33,8 +33,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::compaction;
 use super::conversation::{
-    lock, Conversation, DenyMemory, PendingKind, PendingRequest, ProposalShown, Resolution, Resume,
-    PROVIDER_ERROR_REASON,
+    lock, Conversation, DenyMemory, PendingKind, PendingRequest, ProposalShown, RecordedDecision,
+    Resolution, Resume, PROVIDER_ERROR_REASON,
 };
 use super::outbound::{project, ProjectionContext};
 use crate::config::ModelConfig;
