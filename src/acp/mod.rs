@@ -592,14 +592,8 @@ impl Acp {
             }
         };
         let parts = convert::prompt_parts(request.prompt);
-        if parts.iter().all(|p| match p {
-            crate::engine::history::Part::Text { text } => text.trim().is_empty(),
-            crate::engine::history::Part::Image { data, .. }
-            | crate::engine::history::Part::Document { data, .. } => data.is_empty(),
-        }) {
-            let _ = responder.respond_with_error(invalid(
-                "the prompt is empty; send some text, an image or a resource",
-            ));
+        if let Some(problem) = crate::engine::history::prompt_problem(&parts) {
+            let _ = responder.respond_with_error(invalid(problem));
             return;
         }
         if let Err(responder) = bridge.wait_for_turn(responder) {

@@ -84,6 +84,10 @@ pub enum SessionError {
     /// `editedContent` for a proposal that was shown cut.
     #[error("{0}")]
     EditUnavailable(String),
+    /// A prompt that says nothing, or carries a part no model takes
+    /// ([`super::history::prompt_problem`]).
+    #[error("{0}")]
+    InvalidPrompt(String),
 }
 
 impl SessionError {
@@ -98,7 +102,9 @@ impl SessionError {
             SessionError::HistoryDamaged(_) => ErrorKind::Internal,
             SessionError::StoreUnavailable(_) => ErrorKind::StoreUnavailable,
             SessionError::SteeringQueueFull(_) => ErrorKind::SteeringQueueFull,
-            SessionError::EditUnavailable(_) => ErrorKind::InvalidParams,
+            SessionError::EditUnavailable(_) | SessionError::InvalidPrompt(_) => {
+                ErrorKind::InvalidParams
+            }
         }
     }
 }

@@ -279,3 +279,21 @@ pub fn orphan_tool_calls(history: &[Message]) -> Vec<String> {
     }
     open
 }
+
+/// Why a prompt cannot start a turn, if it cannot: no part says anything (only whitespace text,
+/// no parts, or images and documents without data), or a document that is not a PDF. The one
+/// admission rule of every face; the session actor checks it again before it admits a turn.
+pub fn prompt_problem(parts: &[Part]) -> Option<String> {
+    for part in parts {
+        if let Part::Document { mime_type, .. } = part {
+            if mime_type != "application/pdf" {
+                return Some(format!("document parts must be PDFs (mimeType \"application/pdf\"), got \"{mime_type}\"; send other files as text"));
+            }
+        }
+    }
+    let empty = parts.iter().all(|p| match p {
+        Part::Text { text } => text.trim().is_empty(),
+        Part::Image { data, .. } | Part::Document { data, .. } => data.is_empty(),
+    });
+    empty.then(|| "prompt content is empty; send some text, an image or a document".to_owned())
+}

@@ -776,27 +776,11 @@ fn prompt_parts(content: wire::PromptContent) -> Result<Vec<Part>, RpcErrorObjec
             })
             .collect(),
     };
-    for part in &parts {
-        if let Part::Document { mime_type, .. } = part {
-            if mime_type != "application/pdf" {
-                return Err(RpcErrorObject::new(
-                    ErrorKind::InvalidParams,
-                    format!("document parts must be PDFs (mimeType \"application/pdf\"), got \"{mime_type}\"; send other files as text"),
-                ));
-            }
-        }
+    // Checked here too so a bad prompt is `invalidParams` before the session is looked up.
+    match crate::engine::history::prompt_problem(&parts) {
+        Some(problem) => Err(RpcErrorObject::new(ErrorKind::InvalidParams, problem)),
+        None => Ok(parts),
     }
-    let empty = parts.iter().all(|p| match p {
-        Part::Text { text } => text.trim().is_empty(),
-        Part::Image { data, .. } | Part::Document { data, .. } => data.is_empty(),
-    });
-    if empty {
-        return Err(RpcErrorObject::new(
-            ErrorKind::InvalidParams,
-            "prompt content is empty; send some text, an image or a document",
-        ));
-    }
-    Ok(parts)
 }
 
 /// Build an [`Outbound`] and its receiver, for in-process drivers (benchmarks, tests).

@@ -344,6 +344,10 @@ async fn actor(
         }
         match op {
             Op::Prompt { parts, reply } => {
+                if let Some(problem) = crate::engine::history::prompt_problem(&parts) {
+                    reply(Err(SessionError::InvalidPrompt(problem)));
+                    continue;
+                }
                 let turn_id = new_id("t");
                 {
                     let mut state = lock(&shared.state);

@@ -388,3 +388,34 @@ async fn steering_is_applied_at_the_next_safe_point_and_never_starts_a_turn() {
     );
     assert_no_orphan_calls(&h.history());
 }
+
+#[tokio::test]
+async fn the_actor_refuses_a_prompt_that_says_nothing_whatever_face_sent_it() {
+    let mut h = Harness::start(Mode::Ask).await;
+    for parts in [
+        vec![],
+        vec![Part::Text {
+            text: " \n\t".to_owned(),
+        }],
+        vec![Part::Document {
+            mime_type: "text/plain".to_owned(),
+            data: "aGk=".to_owned(),
+            name: None,
+        }],
+    ] {
+        let refused = h.call(|reply| Op::Prompt { parts, reply }).await;
+        assert!(
+            matches!(&refused, Err(session::SessionError::InvalidPrompt(_))),
+            "{refused:?}"
+        );
+    }
+    h.mock.push(Script::text_reply("hello"));
+    h.prompt("a real prompt").await;
+    h.wait_type("turnEnded").await;
+    assert_eq!(
+        h.of_type("turnStarted").len(),
+        1,
+        "only the real prompt started a turn"
+    );
+    assert_eq!(h.mock.requests().len(), 1);
+}
