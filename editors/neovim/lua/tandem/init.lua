@@ -117,6 +117,16 @@ local function on_event(ev)
     S.usage = ev
   end
   ui().render(ev)
+  if t == 'toolCallUpdate' and ev.status == 'completed' and ev.diff then
+    -- Buffers open on the files just written are stale: reload them, never over unsaved changes.
+    local paths = vim.tbl_map(function(entry)
+      return entry.path
+    end, ev.diff)
+    require('tandem.reload').written(paths, S.session.cwd, function(text, level)
+      ui().line('! ' .. text, 'WarningMsg')
+      notify(text, level)
+    end)
+  end
   if t == 'approvalRequested' then
     approval().request(ev)
   elseif t == 'approvalResolved' then

@@ -4,6 +4,7 @@
 -- call's header and last line, reasoning ranges) are extmarks, because shell output for an
 -- earlier tool call can arrive after later blocks were written.
 local config = require('tandem.config')
+local diff = require('tandem.diff')
 
 local M = {}
 
@@ -13,7 +14,9 @@ M.ns = ns
 local buf = nil -- the chat buffer
 local stream = nil -- { kind = 'assistant'|'reasoning', start_mark, end_mark, text }
 local tools = {} -- toolCallId -> { header, tail, name, title, kind, status, out_open }
-local reasoning = {} -- list of { start_mark, end_mark }
+-- Foldable sections, each { start_mark, end_mark, kind = 'reasoning'|'diff' }: a reasoning block, or
+-- the diff of an applied edit. Each fold covers its own rows only (its header row and body).
+local folds = {}
 local fold_cache = { tick = -1, levels = {} }
 -- Row of the empty line a text stream leaves after a final newline; the next block reuses it so
 -- streamed text is not followed by a stray blank line.
@@ -52,7 +55,7 @@ function M.buffer()
   vim.bo[buf].swapfile = false
   vim.bo[buf].modifiable = false
   vim.bo[buf].filetype = 'tandem_chat'
-  stream, tools, reasoning = nil, {}, {}
+  stream, tools, folds = nil, {}, {}
   M.apply_buffer_keymaps(buf)
   return buf
 end
@@ -85,6 +88,14 @@ local function set_mark(row, id, opts)
   opts = opts or {}
   opts.id = id
   return vim.api.nvim_buf_set_extmark(M.buffer(), ns, row, 0, opts)
+end
+
+--- Replace the text of one row in place. Replacing the whole line (nvim_buf_set_lines) would move
+--- the extmarks on it to the next row, so a tool call whose block is that one row would lose its
+--- tail mark and later lines would land one row too low; replacing the text keeps them on the row.
+local function replace_line(b, row, text)
+  local old = vim.api.nvim_buf_get_lines(b, row, row + 1, false)[1] or ''
+  vim.api.nvim_buf_set_text(b, row, 0, row, #old, { text })
 end
 
 --- Keep chat windows scrolled to the end. The window the user is in follows only while its
@@ -148,7 +159,7 @@ local function stream_text(kind, text)
       local row = append({ '▸ reasoning', '' }, 'Comment')
       local start_mark = set_mark(row)
       local end_mark = set_mark(row + 1)
-      table.insert(reasoning, { start_mark = start_mark, end_mark = end_mark })
+      table.insert(folds, { start_mark = start_mark, end_mark = end_mark, kind = 'reasoning' })
       -- One extmark spans the whole block and is stretched as text streams in.
       local hl_mark = vim.api.nvim_buf_set_extmark(b, ns, row + 1, 0, { hl_group = 'Comment', hl_eol = true, end_row = row + 1 })
       stream = { kind = kind, start_mark = start_mark, end_mark = end_mark, hl_mark = hl_mark, hl_row = row + 1, text = '' }
@@ -210,8 +221,7 @@ local function tool_output(tc, chunk)
     local tail = mark_row(tc.tail)
     with_modifiable(function()
       local cur = vim.api.nvim_buf_get_lines(b, tail, tail + 1, false)[1] or ''
-      vim.api.nvim_buf_set_lines(b, tail, tail + 1, false, { cur .. parts[1] })
-      set_mark(tail, tc.tail)
+      replace_line(b, tail, cur .. parts[1])
     end)
     table.remove(parts, 1)
   end
@@ -233,11 +243,8 @@ local function set_tool_status(tc, status)
   local b = M.buffer()
   local row = mark_row(tc.header)
   with_modifiable(function()
-    vim.api.nvim_buf_set_lines(b, row, row + 1, false, { tool_header(tc) })
+    replace_line(b, row, tool_header(tc))
     set_mark(row, tc.header, { line_hl_group = STATUS_HL[status] or 'Normal' })
-    if mark_row(tc.tail) < row then
-      set_mark(row, tc.tail)
-    end
   end)
 end
 
@@ -335,7 +342,7 @@ function RENDER.approvalResolved(ev)
   if tc and tc.wait_mark then
     local row = mark_row(tc.wait_mark)
     with_modifiable(function(b)
-      vim.api.nvim_buf_set_lines(b, row, row + 1, false, { text })
+      replace_line(b, row, text)
       set_mark(row, tc.wait_mark, { line_hl_group = hl })
     end)
     tc.wait_mark = nil
@@ -359,6 +366,42 @@ function RENDER.questionAsked(ev)
   append(lines, 'Question')
 end
 
+--- Counts of added and removed lines of one diff entry.
+local function diff_counts(entry)
+  local added, removed = 0, 0
+  for _, hunk in ipairs(diff.hunks(entry.oldText, entry.newText)) do
+    removed = removed + hunk[2]
+    added = added + hunk[4]
+  end
+  return added, removed
+end
+
+--- The diff of an applied edit, under the tool call's block: a header row that says what changed,
+--- then every line of the change in a ```diff block. The whole section is one fold, closed by
+--- default (chat.fold_diffs); the fold's line names the file and counts the lines it holds.
+local function tool_diff(tc, entries)
+  for _, entry in ipairs(entries or {}) do
+    local added, removed = diff_counts(entry)
+    local lines = { ('  ▸ applied diff · %s · +%d −%d'):format(entry.path or '?', added, removed), '```diff' }
+    local body, marks = diff.render(entry)
+    local offset = #lines
+    vim.list_extend(lines, body)
+    table.insert(lines, '```')
+    local first = mark_row(tc.tail) + 1
+    -- Neovim computes the folds of inserted lines while inserting them, so the fold must be known
+    -- before the lines exist: its rows stand in for the extmarks until they can be set.
+    local fold = { kind = 'diff', rows = { first, first + #lines - 1 } }
+    table.insert(folds, fold)
+    tool_append(tc, lines, nil)
+    local b = M.buffer()
+    vim.api.nvim_buf_set_extmark(b, ns, first, 0, { line_hl_group = 'Special' })
+    for _, m in ipairs(marks) do
+      vim.api.nvim_buf_set_extmark(b, ns, first + offset + m[1], 0, { line_hl_group = m[2] })
+    end
+    fold.start_mark, fold.end_mark, fold.rows = set_mark(first), set_mark(first + #lines - 1), nil
+  end
+end
+
 function RENDER.toolCallUpdate(ev)
   local tc = ensure_tool(ev)
   if ev.status and ev.status ~= tc.status then
@@ -370,6 +413,9 @@ function RENDER.toolCallUpdate(ev)
   if ev.result and ev.result ~= '' and ev.status ~= 'running' then
     tc.out_open = false
     tool_append(tc, result_preview(ev.result), 'Comment')
+  end
+  if ev.diff and ev.status == 'completed' then
+    tool_diff(tc, ev.diff)
   end
 end
 
@@ -455,6 +501,9 @@ function M.load_history(res)
           if call.result then
             tool_append(tc, result_preview(call.result), 'Comment')
           end
+          if call.diff and call.status == 'completed' then
+            tool_diff(tc, call.diff)
+          end
         end
       end
     elseif m.role == 'notice' then
@@ -468,7 +517,7 @@ function M.clear()
     vim.api.nvim_buf_clear_namespace(b, ns, 0, -1)
     vim.api.nvim_buf_set_lines(b, 0, -1, false, { '' })
   end)
-  stream, tools, reasoning, blank_row = nil, {}, {}, nil
+  stream, tools, folds, blank_row = nil, {}, {}, nil
 end
 
 -- Folding: reasoning blocks are closed folds (foldlevel 0), computed from their extmarks.
@@ -479,9 +528,18 @@ local function fold_levels()
     return fold_cache.levels
   end
   local levels = {}
-  for _, r in ipairs(reasoning) do
-    local s, e = mark_row(r.start_mark), mark_row(r.end_mark)
-    if s and e and e >= s then
+  local want = {
+    reasoning = config.options.chat.fold_reasoning ~= false,
+    diff = config.options.chat.fold_diffs ~= false,
+  }
+  for _, r in ipairs(folds) do
+    local s, e
+    if r.rows then
+      s, e = r.rows[1], r.rows[2]
+    else
+      s, e = mark_row(r.start_mark), mark_row(r.end_mark)
+    end
+    if want[r.kind] and s and e and e > s then
       levels[s + 1] = '>1'
       for l = s + 2, e + 1 do
         levels[l] = '1'
@@ -501,9 +559,15 @@ function M.foldexpr(lnum)
   return fold_levels()[lnum or vim.v.lnum] or '0'
 end
 
+--- The closed fold's line: its header row as written, plus how many lines it holds, so a fold
+--- always says what it hides and how to open it.
 function M.foldtext()
-  local n = vim.v.foldend - vim.v.foldstart + 1
-  return ('▸ reasoning (%d lines, zo opens)'):format(n - 1)
+  local n = vim.v.foldend - vim.v.foldstart
+  local first = vim.api.nvim_buf_get_lines(0, vim.v.foldstart - 1, vim.v.foldstart, false)[1] or ''
+  if first:find('^%s*▸ reasoning') then
+    return ('▸ reasoning (%d lines, zo opens)'):format(n)
+  end
+  return ('%s (%d line%s folded, zo opens)'):format(first, n, n == 1 and '' or 's')
 end
 
 --- Window options of a chat window. They are set with :setlocal semantics (scope = 'local'), so
@@ -518,7 +582,7 @@ local function setup_window(win)
   set('number', false)
   set('relativenumber', false)
   set('signcolumn', 'no')
-  if config.options.chat.fold_reasoning ~= false then
+  if config.options.chat.fold_reasoning ~= false or config.options.chat.fold_diffs ~= false then
     set('foldmethod', 'expr')
     set('foldexpr', "v:lua.require'tandem.ui'.foldexpr(v:lnum)")
     set('foldtext', "v:lua.require'tandem.ui'.foldtext()")
