@@ -142,6 +142,7 @@ local function on_exit(gen, code, signal)
     return -- an old server we replaced on purpose
   end
   local client = S.client
+  local during_start = S.info == nil -- it exited before initialize answered
   S.client = nil
   S.running = false
   S.starting = false
@@ -159,6 +160,22 @@ local function on_exit(gen, code, signal)
     table.insert(last, tail[i])
   end
   local detail = #last > 0 and ('\nLast server output:\n' .. table.concat(last, '\n')) or ''
+  if during_start then
+    -- A server that stops before answering initialize almost always refused its arguments or its
+    -- config (it says which on stderr): name that, not the binary.
+    local output = table.concat(tail, '\n')
+    local next_step
+    if config.options.config_file and output:lower():find('config', 1, true) then
+      next_step = ('Fix the config file %s (the message above names the problem), then :Tandem restart.')
+        :format(vim.fn.expand(config.options.config_file))
+    else
+      next_step = 'Fix what the message above names (:checkhealth tandem runs the same start-up), then :Tandem restart.'
+    end
+    notify(('the server stopped while starting (exit code %s): %s\n%s'):format(tostring(code),
+      output ~= '' and output or '(it printed nothing on stderr)', next_step), vim.log.levels.ERROR)
+    ui().line('! the server stopped while starting; see the notification, fix the cause, then :Tandem restart', 'ErrorMsg')
+    return
+  end
   notify(
     ('the server exited unexpectedly (code %s, signal %s). Run :Tandem restart to start it again; '
       .. 'the chat buffer is kept.%s'):format(tostring(code), tostring(signal), detail),
@@ -245,6 +262,9 @@ function M.start()
       return
     end
     if ierr then
+      if rpc.error_kind(ierr) == 'serverExited' then
+        return -- it exited while starting: on_exit reports why, with its own words from stderr
+      end
       S.starting = false
       fail_waiters()
       notify(('the server refused initialize: %s. Is `%s` a tandem binary? :checkhealth tandem shows details.'):format(
@@ -389,7 +409,16 @@ function M.steer(text)
         end
         return
       end
-      ui().line('↪ steer queued: ' .. t, 'Special')
+      local waiting = require('tandem.approval').pending()
+      if #waiting > 0 then
+        -- The turn is held by an approval, so the steer cannot reach the model before it is answered.
+        notify(('steer queued: it reaches the model after you answer the pending approval (%s; :Tandem approvals shows it).')
+          :format(waiting[1].title or waiting[1].name or 'approval'), vim.log.levels.WARN)
+        ui().note('↪ steer queued: ' .. t .. '  (waits for the pending approval)', 'Special')
+      else
+        notify('steer queued: it reaches the model at the next step of this turn.')
+        ui().note('↪ steer queued: ' .. t, 'Special')
+      end
     end)
   end
   if text and text ~= '' then

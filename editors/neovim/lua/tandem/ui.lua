@@ -111,9 +111,26 @@ local function follow(prev_count)
   end
 end
 
+-- Notes written while a text stream was open ({ lines, hl }), shown right after that stream's
+-- block: written at once they would end the stream and split its words across lines.
+local deferred = {}
+local append
+
+--- Write the deferred notes (the stream they waited for has ended).
+local function flush_deferred()
+  local notes = deferred
+  deferred = {}
+  for _, n in ipairs(notes) do
+    append(n[1], n[2])
+  end
+end
+
 --- Append lines at the end; returns the 0-based row of the first one. Ends any text stream.
-local function append(lines, hl)
+function append(lines, hl)
   stream = nil
+  if #deferred > 0 then
+    flush_deferred()
+  end
   local first
   local prev = line_count()
   local reuse = blank_row ~= nil and blank_row == prev - 1
@@ -146,6 +163,16 @@ end
 --- Public: one informational line (used by init for session/restart notes).
 function M.line(text, hl)
   append(split_lines(text), hl)
+end
+
+--- Public: a note about something the user did (a steer queued) that must not cut into the text
+--- streaming now: written after the streamed block ends, or at once when nothing streams.
+function M.note(text, hl)
+  if stream then
+    table.insert(deferred, { split_lines(text), hl })
+  else
+    append(split_lines(text), hl)
+  end
 end
 
 --- Stream text into the block of `kind`, starting a new block when the kind changes.
@@ -249,7 +276,7 @@ local function set_tool_status(tc, status)
 end
 
 local function result_preview(text)
-  local lines = split_lines(text)
+  local lines = split_lines((text:gsub('\n$', '')))
   local out = {}
   for i = 1, math.min(#lines, 6) do
     table.insert(out, '  → ' .. lines[i])
@@ -263,6 +290,7 @@ end
 local RENDER = {}
 
 function RENDER.turnStarted(ev)
+  last_error_notice = nil
   append({ '', '━━ tandem · ' .. (ev.model or '?') .. ' ━━' }, 'Title')
 end
 
@@ -284,6 +312,7 @@ function RENDER.assistantMessage(ev)
   end
   delta_seen = false
   stream = nil
+  flush_deferred()
 end
 
 function RENDER.toolCall(ev)
@@ -408,11 +437,18 @@ function RENDER.toolCallUpdate(ev)
     set_tool_status(tc, ev.status)
   end
   if ev.output and ev.output ~= '' then
+    tc.had_output = true
     tool_output(tc, ev.output)
   end
   if ev.result and ev.result ~= '' and ev.status ~= 'running' then
     tc.out_open = false
-    tool_append(tc, result_preview(ev.result), 'Comment')
+    if tc.had_output then
+      -- The output already streamed above ("│ …"); the result repeats it after its first line
+      -- (`exit code N`), so show only that line.
+      tool_append(tc, { '  → ' .. split_lines(ev.result)[1] .. ' (output above)' }, 'Comment')
+    else
+      tool_append(tc, result_preview(ev.result), 'Comment')
+    end
   end
   if ev.diff and ev.status == 'completed' then
     tool_diff(tc, ev.diff)
@@ -435,7 +471,12 @@ function RENDER.modelSwitched(ev)
   append({ ('⇄ model %s → %s%s'):format(ev.from or '?', ev.to or '?', ev.warning and ('  (' .. ev.warning .. ')') or '') }, 'Special')
 end
 
+local last_error_notice = nil -- text of this turn's error notice; turnEnded repeats it in error.message
+
 function RENDER.notice(ev)
+  if ev.kind == 'error' then
+    last_error_notice = ev.text
+  end
   local hl = ev.kind == 'error' and 'ErrorMsg' or 'WarningMsg'
   append(vim.tbl_map(function(l)
     return '! ' .. l
@@ -450,8 +491,16 @@ end
 function RENDER.turnEnded(ev)
   local lines = { '── turn ended: ' .. (ev.reason or '?') .. ' ──' }
   if ev.error then
-    table.insert(lines, '! ' .. (ev.error.message or 'error') .. (ev.error.retriable and '  (:Tandem retry)' or ''))
+    if ev.error.message ~= nil and ev.error.message == last_error_notice then
+      -- The error notice just above says it already; only the next step is new.
+      if ev.error.retriable then
+        table.insert(lines, '! :Tandem retry tries the same request again')
+      end
+    else
+      table.insert(lines, '! ' .. (ev.error.message or 'error') .. (ev.error.retriable and '  (:Tandem retry)' or ''))
+    end
   end
+  last_error_notice = nil
   append(lines, ev.reason == 'completed' and 'Comment' or 'WarningMsg')
 end
 
@@ -517,7 +566,7 @@ function M.clear()
     vim.api.nvim_buf_clear_namespace(b, ns, 0, -1)
     vim.api.nvim_buf_set_lines(b, 0, -1, false, { '' })
   end)
-  stream, tools, folds, blank_row = nil, {}, {}, nil
+  stream, tools, folds, blank_row, deferred = nil, {}, {}, nil, {}
 end
 
 -- Folding: reasoning blocks are closed folds (foldlevel 0), computed from their extmarks.
