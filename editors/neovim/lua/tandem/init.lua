@@ -1,8 +1,10 @@
 -- tandem: the plugin's core — server lifecycle, session state, and the actions behind :Tandem.
 --
--- One server process per Neovim, one active session. Every action first calls ensure(), which
--- starts the server and a session asynchronously if needed and then runs the action, so the
--- first `:Tandem prompt` just works without a setup() call and nothing ever blocks the UI.
+-- One server process per Neovim, one active session. The server starts on first use
+-- (ensure_server(), asynchronously, so nothing blocks the UI); a session is created only when
+-- the first prompt needs one (ensure_session()), so listing or resuming sessions, opening the chat
+-- or picking a model never leaves an empty session behind. The first `:Tandem prompt` just works
+-- without a setup() call.
 local config = require('tandem.config')
 local pages = require('tandem.pages')
 local rpc = require('tandem.rpc')
@@ -17,7 +19,10 @@ local S = {
   client = nil, -- rpc client of the running server
   gen = 0, -- bumped on every (re)start so callbacks of an old server are ignored
   starting = false,
-  waiters = {}, -- actions waiting for the server and session to be ready
+  waiters = {}, -- actions waiting for the server to be initialized
+  session_waiters = {}, -- actions waiting for the session the first prompt creates
+  creating_session = false,
+  next_session = {}, -- { model?, mode? } chosen before the first prompt, for the session it creates
   info = nil, -- initialize result: serverInfo, capabilities, models, defaultModel
   session = nil, -- { sessionId, model, mode, cwd }
   running = false, -- a turn is running
@@ -63,6 +68,7 @@ function M.apply_global_keymaps()
     model = M.pick_model,
     mode = M.pick_mode,
     sessions = M.sessions,
+    resume = M.resume_last,
     approvals = function()
       approval().show()
     end,
@@ -81,10 +87,19 @@ end
 
 local function fail_waiters()
   S.waiters = {}
+  S.session_waiters = {}
+  S.creating_session = false
 end
 
+--- The server is running and initialized.
+local function server_ready()
+  return S.client ~= nil and S.client:is_running() and S.info ~= nil
+end
+M.server_ready = server_ready
+
+--- The server is running and a session is open.
 local function ready()
-  return S.client ~= nil and S.client:is_running() and S.session ~= nil
+  return server_ready() and S.session ~= nil
 end
 M.ready = ready
 
@@ -186,14 +201,13 @@ end
 
 local function start_session(gen, cb)
   local params = { cwd = config.cwd() }
-  params.model = config.options.model
-  params.mode = config.options.mode
+  params.model = S.next_session.model or config.options.model
+  params.mode = S.next_session.mode or config.options.mode
   S.client:request('session/new', params, function(err, res)
     if gen ~= S.gen then
       return
     end
     if err then
-      S.starting = false
       fail_waiters()
       notify(
         ('could not start a session in %s: %s. Check the directory exists, or change setup({ cwd = ... }), then :Tandem restart.')
@@ -203,13 +217,15 @@ local function start_session(gen, cb)
       return
     end
     S.session = { sessionId = res.sessionId, model = res.model, mode = res.mode, cwd = params.cwd }
+    S.next_session = {}
     cb()
   end)
 end
 
---- Start the server and a session; run the waiting actions when both are ready.
+--- Start the server; run the actions waiting for it once it is initialized. No session is created
+--- here: the first prompt creates one (ensure_session).
 function M.start()
-  if S.starting or ready() then
+  if S.starting or server_ready() then
     return
   end
   local cmd = config.server_cmd()
@@ -276,28 +292,61 @@ function M.start()
         tostring(res.protocolVersion), M.PROTOCOL_VERSION), vim.log.levels.WARN)
     end
     S.info = res
-    start_session(gen, function()
-      S.starting = false
-      local waiting = S.waiters
-      S.waiters = {}
-      ui().line(('· session %s · model %s · mode %s · %s'):format(
-        S.session.sessionId, S.session.model, S.session.mode, S.session.cwd), 'Comment')
-      for _, fn in ipairs(waiting) do
-        fn()
-      end
-    end)
+    S.starting = false
+    local waiting = S.waiters
+    S.waiters = {}
+    for _, fn in ipairs(waiting) do
+      fn()
+    end
   end)
 end
 
---- Run fn once the server and a session are ready, starting them if needed.
-function M.ensure(fn)
-  if ready() then
+--- Run fn once the server is running and initialized, starting it if needed.
+function M.ensure_server(fn)
+  if server_ready() then
     fn()
     return
   end
   table.insert(S.waiters, fn)
   M.start()
 end
+
+--- Run fn once a session is open, starting the server and creating the session if needed. Only
+--- actions that need a session (a prompt) call this, so no session is ever left empty.
+function M.ensure_session(fn)
+  M.ensure_server(function()
+    if S.session then
+      fn()
+      return
+    end
+    table.insert(S.session_waiters, fn)
+    if S.creating_session then
+      return
+    end
+    S.creating_session = true
+    start_session(S.gen, function()
+      S.creating_session = false
+      local waiting = S.session_waiters
+      S.session_waiters = {}
+      ui().line(('· session %s · model %s · mode %s · %s'):format(
+        S.session.sessionId, S.session.model, S.session.mode, S.session.cwd), 'Comment')
+      for _, f in ipairs(waiting) do
+        f()
+      end
+    end)
+  end)
+end
+
+--- The model and mode in force: the session's, or before the first prompt the ones it will get.
+---@return string? model, string? mode
+local function current_choice()
+  if S.session then
+    return S.session.model, S.session.mode
+  end
+  local model = S.next_session.model or config.options.model or (S.info and S.info.defaultModel)
+  return model, S.next_session.mode or config.options.mode or 'ask'
+end
+M.current_choice = current_choice
 
 --- Stop the server (closing stdin, which it treats as shutdown) without reporting a crash.
 function M.shutdown()
@@ -321,10 +370,12 @@ function M.restart()
   S.running = false
   S.starting = false
   S.waiters = {}
+  S.session_waiters = {}
+  S.creating_session = false
   approval().clear()
   ui().line('· restarting the server', 'Comment')
-  M.ensure(function()
-    notify('server restarted; new session ' .. S.session.sessionId)
+  M.ensure_server(function()
+    notify('server restarted; your next prompt starts a new session (:Tandem resume continues the last one)')
   end)
 end
 
@@ -342,7 +393,7 @@ local function send_prompt(text, context)
   if context then
     content = (text ~= '' and (text .. '\n\n') or '') .. context
   end
-  M.ensure(function()
+  M.ensure_session(function()
     ui().user_prompt(text, context)
     if config.options.chat.auto_open ~= false then
       ui().open({ focus = false })
@@ -431,8 +482,37 @@ function M.steer(text)
   end)
 end
 
+--- The model catalog entry with this id, if the server offers it.
+---@param id string
+---@return table?
+local function model_info(id)
+  for _, m in ipairs((S.info and S.info.models) or {}) do
+    if m.id == id then
+      return m
+    end
+  end
+end
+M.model_info = model_info
+
+--- Switch the session's model; before the first prompt, choose the model its session starts with.
 function M.switch_model(id, cb)
-  M.ensure(function()
+  M.ensure_server(function()
+    if not S.session then
+      if not model_info(id) then
+        local ids = vim.tbl_map(function(m)
+          return m.id
+        end, (S.info and S.info.models) or {})
+        notify(('could not switch to %s: the server offers no such model (unknownModel); it offers %s. '
+          .. 'Add [models.%s] to your tandem config to use it.'):format(id, table.concat(ids, ', '), id), vim.log.levels.ERROR)
+        return
+      end
+      S.next_session.model = id
+      notify('model: ' .. id .. ' (for the session your next prompt starts)')
+      if cb then
+        cb({ model = id })
+      end
+      return
+    end
     S.client:request('switchModel', { sessionId = S.session.sessionId, model = id }, function(err, res)
       if err then
         notify(('could not switch to %s: %s'):format(id, rpc.format_error(err)), vim.log.levels.ERROR)
@@ -450,33 +530,71 @@ function M.switch_model(id, cb)
   end)
 end
 
-function M.pick_model()
-  M.ensure(function()
-    local models = (S.info and S.info.models) or {}
-    if #models == 0 then
-      notify('the server offers no models; add [models.*] to your tandem config.', vim.log.levels.WARN)
-      return
+--- One line of the model picker: the id, its provider model, its context window and abilities.
+---@param m table a ModelInfo from initialize or models/list
+---@param current string? the model in force
+---@return string
+function M.format_model(m, current)
+  local cur = m.id == current and '● ' or '  '
+  local extra = {}
+  if m.name then
+    table.insert(extra, m.name)
+  end
+  if m.provider then
+    table.insert(extra, m.provider)
+  end
+  if m.contextWindow then
+    table.insert(extra, M.format_tokens(m.contextWindow) .. ' window')
+  end
+  if m.maxOutputTokens then
+    table.insert(extra, M.format_tokens(m.maxOutputTokens) .. ' out')
+  end
+  for _, ability in ipairs({ 'vision', 'pdf', 'reasoning' }) do
+    if m[ability] then
+      table.insert(extra, ability)
     end
-    vim.ui.select(models, {
-      prompt = 'tandem model (now ' .. S.session.model .. ')',
-      format_item = function(m)
-        local cur = m.id == S.session.model and '● ' or '  '
-        local extra = {}
-        if m.name then
-          table.insert(extra, m.name)
-        end
-        if m.provider then
-          table.insert(extra, m.provider)
-        end
-        if m.vision then
-          table.insert(extra, 'vision')
-        end
-        return cur .. m.id .. (#extra > 0 and ('  (' .. table.concat(extra, ', ') .. ')') or '')
-      end,
-    }, function(choice)
-      if choice then
-        M.switch_model(choice.id)
+  end
+  return cur .. m.id .. (#extra > 0 and ('  (' .. table.concat(extra, ', ') .. ')') or '')
+end
+
+--- A token count for people: 950, 12.3k, 128k, 1.05M.
+---@param n number
+---@return string
+function M.format_tokens(n)
+  if n >= 1e6 then
+    return (('%.2f'):format(n / 1e6):gsub('%.?0+$', '')) .. 'M'
+  elseif n >= 1e4 then
+    return ('%d'):format(math.floor(n / 1000 + 0.5)) .. 'k'
+  elseif n >= 1e3 then
+    return (('%.1f'):format(n / 1000):gsub('%.0$', '')) .. 'k'
+  end
+  return tostring(math.floor(n))
+end
+
+function M.pick_model()
+  M.ensure_server(function()
+    -- models/list is the fresh catalog (initialize's copy is kept when it fails).
+    S.client:request('models/list', {}, function(err, res)
+      if not err and res and res.models then
+        S.info.models = res.models
+        S.info.defaultModel = res.defaultModel or S.info.defaultModel
       end
+      local models = (S.info and S.info.models) or {}
+      if #models == 0 then
+        notify('the server offers no models; add [models.*] to your tandem config.', vim.log.levels.WARN)
+        return
+      end
+      local current = current_choice()
+      vim.ui.select(models, {
+        prompt = 'tandem model (now ' .. tostring(current) .. ')',
+        format_item = function(m)
+          return M.format_model(m, current)
+        end,
+      }, function(choice)
+        if choice then
+          M.switch_model(choice.id)
+        end
+      end)
     end)
   end)
 end
@@ -488,8 +606,25 @@ M.MODES = {
   { id = 'fullAuto', desc = 'run everything without asking' },
 }
 
+--- Set the session's mode; before the first prompt, choose the mode its session starts with.
 function M.set_mode(mode, cb)
-  M.ensure(function()
+  M.ensure_server(function()
+    if not S.session then
+      local known = vim.tbl_contains(vim.tbl_map(function(m)
+        return m.id
+      end, M.MODES), mode)
+      if not known then
+        notify(('could not set mode %s: no such mode (invalidMode); the modes are ask, autoEdit, plan and fullAuto.')
+          :format(mode), vim.log.levels.ERROR)
+        return
+      end
+      S.next_session.mode = mode
+      ui().line('· mode: ' .. mode .. ' (for the session your next prompt starts)', 'Comment')
+      if cb then
+        cb()
+      end
+      return
+    end
     S.client:request('setMode', { sessionId = S.session.sessionId, mode = mode }, function(err)
       if err then
         notify(('could not set mode %s: %s'):format(mode, rpc.format_error(err)), vim.log.levels.ERROR)
@@ -505,11 +640,12 @@ function M.set_mode(mode, cb)
 end
 
 function M.pick_mode()
-  M.ensure(function()
+  M.ensure_server(function()
+    local _, current = current_choice()
     vim.ui.select(M.MODES, {
-      prompt = 'tandem mode (now ' .. S.session.mode .. ')',
+      prompt = 'tandem mode (now ' .. tostring(current) .. ')',
       format_item = function(m)
-        return (m.id == S.session.mode and '● ' or '  ') .. m.id .. ' — ' .. m.desc
+        return (m.id == current and '● ' or '  ') .. m.id .. ' — ' .. m.desc
       end,
     }, function(choice)
       if choice then
@@ -519,38 +655,93 @@ function M.pick_mode()
   end)
 end
 
-function M.sessions()
-  M.ensure(function()
+--- A session's date for people: today's show the time, older ones the date and time.
+---@param ms number? milliseconds since the epoch
+---@return string
+function M.format_date(ms)
+  if type(ms) ~= 'number' then
+    return '?'
+  end
+  local t = math.floor(ms / 1000)
+  if os.date('%Y-%m-%d', t) == os.date('%Y-%m-%d') then
+    return 'today ' .. os.date('%H:%M', t)
+  end
+  return os.date('%Y-%m-%d %H:%M', t)
+end
+
+--- One line of the session list: its title (the first prompt, or the title the server gives), date and model.
+---@param s table a SessionSummary from session/list
+---@return string
+function M.format_session(s)
+  local title = (s.title and s.title ~= '') and s.title or '(no prompt yet)'
+  local current = S.session and S.session.sessionId == s.sessionId and '● ' or '  '
+  return ('%s%s  ·  %s  ·  %s'):format(current, title, M.format_date(s.updatedAt), s.model or '?')
+end
+
+--- The stored sessions of this workspace, newest first; cb(list) or nothing after an error notice.
+---@param cb fun(list: table[])
+local function list_sessions(cb)
+  M.ensure_server(function()
     local caps = (S.info and S.info.capabilities) or {}
     if not caps.sessionStore then
-      notify('this tandem server has no session store yet (capabilities.sessionStore is false), so past sessions '
+      notify('this tandem server has no session store (capabilities.sessionStore is false), so past sessions '
         .. 'cannot be listed or resumed. A tandem build with the SQLite store enables :Tandem sessions.', vim.log.levels.WARN)
       return
     end
-    S.client:request('session/list', { cwd = config.cwd() }, function(err, res)
+    local cwd = config.cwd()
+    -- The store keeps the canonical workspace path (symlinks resolved), so ask with that.
+    cwd = vim.uv.fs_realpath(cwd) or cwd
+    S.client:request('session/list', { cwd = cwd }, function(err, res)
       if err then
-        notify('could not list sessions: ' .. rpc.format_error(err), vim.log.levels.ERROR)
+        notify('could not list sessions: ' .. rpc.format_error(err) .. '. :Tandem restart, then try again.', vim.log.levels.ERROR)
         return
       end
-      local list = res.sessions or {}
-      if #list == 0 then
-        notify('no stored sessions for ' .. config.cwd() .. '.')
-        return
+      local list = vim.deepcopy(res.sessions or {})
+      -- The server sends them newest first; sort anyway (a stable order for equal times keeps its order).
+      for i, item in ipairs(list) do
+        item._order = i
       end
-      vim.ui.select(list, {
-        prompt = 'resume tandem session',
-        format_item = function(s)
-          -- updatedAt is milliseconds since the epoch.
-          local when = type(s.updatedAt) == 'number' and os.date('%Y-%m-%d %H:%M', math.floor(s.updatedAt / 1000))
-            or tostring(s.updatedAt or '')
-          return ('%s  %s  %s  %s'):format(when, s.model or '', s.title or '(untitled)', s.sessionId)
-        end,
-      }, function(choice)
-        if choice then
-          M.load_session(choice.sessionId)
+      table.sort(list, function(a, b)
+        if (a.updatedAt or 0) ~= (b.updatedAt or 0) then
+          return (a.updatedAt or 0) > (b.updatedAt or 0)
         end
+        return a._order < b._order
       end)
+      cb(list, cwd)
     end)
+  end)
+end
+
+--- List the stored sessions of this workspace (title, date, model; newest first) and resume the
+--- one picked. It starts the server if needed but never creates a session.
+function M.sessions()
+  list_sessions(function(list, cwd)
+    if #list == 0 then
+      notify('no stored sessions for ' .. cwd .. ' yet: your first :Tandem prompt starts one.')
+      return
+    end
+    vim.ui.select(list, {
+      prompt = 'resume tandem session (newest first)',
+      format_item = M.format_session,
+    }, function(choice)
+      if choice then
+        M.load_session(choice.sessionId)
+      end
+    end)
+  end)
+end
+
+--- Resume the most recently used stored session of this workspace (other than the one open).
+function M.resume_last()
+  list_sessions(function(list, cwd)
+    for _, item in ipairs(list) do
+      if not (S.session and S.session.sessionId == item.sessionId) then
+        notify(('resuming %q (%s)'):format(item.title or item.sessionId, M.format_date(item.updatedAt)))
+        M.load_session(item.sessionId)
+        return
+      end
+    end
+    notify(('no other stored session for %s to resume: :Tandem prompt starts one.'):format(cwd), vim.log.levels.WARN)
   end)
 end
 
@@ -564,9 +755,10 @@ end
 ---@param opts? { max_pages?: integer }
 function M.load_session(id, opts)
   opts = opts or {}
-  if not S.client then
-    notify('the server is not running, so the session cannot be resumed; :Tandem restart.', vim.log.levels.ERROR)
-    return
+  if not server_ready() then
+    return M.ensure_server(function()
+      M.load_session(id, opts)
+    end)
   end
   S.load_gen = S.load_gen + 1
   S.loading = nil -- a load still in flight is superseded
@@ -629,26 +821,27 @@ function M.load_session(id, opts)
 end
 
 function M.retry()
-  M.ensure(function()
-    S.client:request('retry', { sessionId = S.session.sessionId }, function(err)
-      if err then
-        notify('nothing to retry: ' .. rpc.format_error(err) .. '. Retry works after a turn ended in a provider error.', vim.log.levels.WARN)
-      end
-    end)
+  if not ready() then
+    notify('nothing to retry: no session is open. Retry works after a turn ended in a provider error.', vim.log.levels.WARN)
+    return
+  end
+  S.client:request('retry', { sessionId = S.session.sessionId }, function(err)
+    if err then
+      notify('nothing to retry: ' .. rpc.format_error(err) .. '. Retry works after a turn ended in a provider error.', vim.log.levels.WARN)
+    end
   end)
 end
 
+--- Leave the current session: the next prompt starts a new one (none is created before it).
 function M.new_session()
-  M.ensure(function()
-    local gen = S.gen
-    S.load_gen = S.load_gen + 1 -- a resume still loading would otherwise switch away afterwards
-    S.loading = nil
-    approval().clear()
-    start_session(gen, function()
-      S.running = false
-      ui().line(('· new session %s · model %s'):format(S.session.sessionId, S.session.model), 'Comment')
-    end)
-  end)
+  S.load_gen = S.load_gen + 1 -- a resume still loading would otherwise switch away afterwards
+  S.loading = nil
+  approval().clear()
+  S.session = nil
+  S.running = false
+  S.turn_id = nil
+  S.usage = nil
+  ui().line('· new session: it starts with your next prompt', 'Comment')
 end
 
 --- Answer an approval; decision is once, alwaysTool, alwaysCommand or deny.
@@ -692,13 +885,17 @@ end
 --- A short status string for statuslines.
 function M.status()
   if not S.session then
+    if server_ready() then
+      local model, mode = current_choice()
+      return ('tandem: %s · %s · no session yet'):format(tostring(model), tostring(mode))
+    end
     return S.client and 'tandem: starting' or ''
   end
   return ('tandem: %s · %s%s'):format(S.session.model, S.session.mode, S.running and ' · running' or '')
 end
 
 M.subcommands = {
-  'chat', 'prompt', 'stop', 'steer', 'model', 'mode', 'sessions', 'approvals', 'retry', 'new', 'restart', 'status',
+  'chat', 'prompt', 'stop', 'steer', 'model', 'mode', 'sessions', 'resume', 'approvals', 'retry', 'new', 'restart', 'status',
 }
 
 --- Entry point of :Tandem (see plugin/tandem.lua).
@@ -731,6 +928,8 @@ function M.command(opts)
     end
   elseif sub == 'sessions' then
     M.sessions()
+  elseif sub == 'resume' then
+    M.resume_last()
   elseif sub == 'approvals' then
     approval().show()
   elseif sub == 'retry' then
