@@ -321,7 +321,31 @@ local function map_decision_keys(b, ev, after_hide, gated, edited)
   map(k.hide, after_hide)
 end
 
---- Open the side-by-side :diffthis view in a new tab; the same keys decide from there.
+--- The proposal as the split's proposal buffer holds it now, with the file's final newline kept
+--- as proposed; nil while it still equals the proposal (nothing to send as editedContent).
+---@param entry table the diff entry
+---@param new_buf integer the proposal buffer of the split
+---@return string?
+function M.split_content(entry, new_buf)
+  local content = table.concat(vim.api.nvim_buf_get_lines(new_buf, 0, -1, false), '\n')
+  local proposed = entry.newText or ''
+  if proposed:sub(-1) == '\n' then
+    content = content .. '\n'
+  end
+  if content == '' and proposed == '' then
+    return nil
+  end
+  if content == proposed then
+    return nil
+  end
+  return content
+end
+
+--- Open the side-by-side :diffthis view in a new tab; the same keys decide from there. The right
+--- window is the proposal and can be changed hunk by hunk: `do` in it (or `dp` in the original on
+--- the left) takes the original's text for the hunk under the cursor, rejecting that hunk; `u`
+--- accepts it again. What an approving key approves is exactly what the proposal buffer holds,
+--- sent as editedContent when it differs from the proposal.
 function M.split_diff(ev)
   local entry = diff_entry(ev)
   if not entry then
@@ -329,16 +353,51 @@ function M.split_diff(ev)
     return
   end
   close_float()
-  local tab, old_buf, new_buf = diff.open_split(entry)
+  local cut = M.is_cut(ev.reason)
+  local tab, old_buf, new_buf, old_win, new_win = diff.open_split(entry, { editable = not cut })
   side[ev.requestId] = side[ev.requestId] or {}
   side[ev.requestId].tab = tab
   local function back()
+    if vim.api.nvim_buf_is_valid(new_buf) and M.split_content(entry, new_buf) then
+      tandem().notify('your hunk choices in the split were dropped: the float approves the proposal as proposed.', vim.log.levels.WARN)
+    end
     close_side(ev.requestId)
     M.show()
   end
-  map_decision_keys(old_buf, ev, back)
-  map_decision_keys(new_buf, ev, back)
-  return tab
+  local function edited()
+    if cut or not vim.api.nvim_buf_is_valid(new_buf) then
+      return nil
+    end
+    return M.split_content(entry, new_buf)
+  end
+  map_decision_keys(old_buf, ev, back, false, edited)
+  map_decision_keys(new_buf, ev, back, false, edited)
+  local function refuse(why)
+    return function()
+      tandem().notify(why, vim.log.levels.WARN)
+    end
+  end
+  local opts = { nowait = true, silent = true }
+  if cut then
+    local why = 'this change is too large to show in full, so its hunks cannot be rejected one by one: approve or deny it as proposed.'
+    for _, b in ipairs({ old_buf, new_buf }) do
+      vim.keymap.set('n', 'do', refuse(why), vim.tbl_extend('force', opts, { buffer = b }))
+      vim.keymap.set('n', 'dp', refuse(why), vim.tbl_extend('force', opts, { buffer = b }))
+    end
+  else
+    -- The original never changes: the key that would write into it says which key rejects instead.
+    vim.keymap.set('n', 'do', refuse('the original (left) does not change: dp here, or do in the proposal (right), '
+      .. 'rejects the hunk under the cursor.'), vim.tbl_extend('force', opts, { buffer = old_buf }))
+    vim.keymap.set('n', 'dp', refuse('the proposal (right) takes hunks, it does not give them: do here rejects the '
+      .. 'hunk under the cursor (takes the original), u accepts it again.'), vim.tbl_extend('force', opts, { buffer = new_buf }))
+  end
+  local k = keys()
+  local hunk_help = cut and 'too large to change hunk by hunk' or 'do (here) / dp (left): reject hunk · u: accept again'
+  vim.wo[old_win].winbar = ('tandem: original %s · dp: reject hunk · ]c [c: next/previous hunk')
+    :format((entry.path or ''):gsub('%%', '%%%%'))
+  vim.wo[new_win].winbar = ('tandem: proposal · %s · %s approves what this side holds · %s deny · %s back')
+    :format(hunk_help, k.once, k.deny, k.hide)
+  return tab, old_buf, new_buf
 end
 
 --- Show the float for the oldest unanswered approval.
