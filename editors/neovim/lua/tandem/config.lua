@@ -27,6 +27,9 @@ M.defaults = {
     float = { width = 0.8, height = 0.8, border = 'rounded' },
     -- Fold reasoning blocks closed.
     fold_reasoning = true,
+    -- Render the chat as Markdown (filetype=markdown, treesitter highlighting of code blocks
+    -- where Neovim ships the parser); false keeps the plain `tandem_chat` filetype.
+    markdown = true,
     -- Fold the diff of each applied edit closed (zo opens it); false shows it open.
     fold_diffs = true,
     -- Open the chat (without moving the cursor) when a prompt is sent.

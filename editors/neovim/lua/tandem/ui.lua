@@ -54,10 +54,28 @@ function M.buffer()
   vim.bo[buf].bufhidden = 'hide'
   vim.bo[buf].swapfile = false
   vim.bo[buf].modifiable = false
-  vim.bo[buf].filetype = 'tandem_chat'
+  M.set_filetype(buf)
   stream, tools, folds = nil, {}, {}
   M.apply_buffer_keymaps(buf)
   return buf
+end
+
+--- The chat is Markdown (the model writes Markdown): filetype=markdown, highlighted by the
+--- treesitter parsers Neovim ships (markdown, markdown_inline, and in code blocks lua, c, vim,
+--- vimdoc, query; other languages stay plain), with regex syntax as the fallback. No third-party
+--- plugin is needed, but markdown plugins the user has apply too. chat.markdown = false keeps the
+--- plain `tandem_chat` filetype.
+function M.set_filetype(b)
+  if config.options.chat.markdown == false then
+    vim.bo[b].filetype = 'tandem_chat'
+    return
+  end
+  -- Set from inside the buffer: a ftplugin's :setlocal of window options (markdown folding, if the
+  -- user enabled it) then lands on a scratch window, never on the window the user is in.
+  vim.api.nvim_buf_call(b, function()
+    vim.bo[b].filetype = 'markdown'
+  end)
+  M.treesitter = pcall(vim.treesitter.start, b, 'markdown')
 end
 
 local function with_modifiable(fn)
