@@ -19,3 +19,10 @@ end, {
     return require('tandem').complete(arglead, cmdline)
   end,
 })
+
+-- Completion of the prompt input (vim.ui.input's `completion`): <Tab> after @ offers workspace files.
+vim.cmd([[
+function! TandemCompletePrompt(lead, line, pos) abort
+  return luaeval('require("tandem.context").complete_line(_A, require("tandem.config").cwd())', a:line)
+endfunction
+]])

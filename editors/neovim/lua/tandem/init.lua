@@ -131,6 +131,9 @@ local function on_event(ev)
   elseif t == 'usage' then
     S.usage = ev
   end
+  if t == 'usage' or t == 'turnStarted' or t == 'turnEnded' or t == 'modelSwitched' then
+    ui().refresh_bar() -- the chat's winbar shows the gauge and the running state
+  end
   ui().render(ev)
   if t == 'toolCallUpdate' and ev.status == 'completed' and ev.diff then
     -- Buffers open on the files just written are stale: reload them, never over unsaved changes.
@@ -216,8 +219,14 @@ local function start_session(gen, cb)
       )
       return
     end
-    S.session = { sessionId = res.sessionId, model = res.model, mode = res.mode, cwd = params.cwd }
+    S.session = { sessionId = res.sessionId, model = res.model, mode = res.mode, cwd = params.cwd, network = false }
+    local network = S.next_session.network
     S.next_session = {}
+    if network then
+      -- Sent before the prompt that waits for this session: the server applies a session's
+      -- messages in order, so the first command already has the network.
+      M.set_network(true)
+    end
     cb()
   end)
 end
@@ -393,8 +402,18 @@ local function send_prompt(text, context)
   if context then
     content = (text ~= '' and (text .. '\n\n') or '') .. context
   end
+  -- Files named with @path and those added with :Tandem add travel in the prompt text itself.
+  local blocks, attached = require('tandem.context').collect(text, config.cwd())
+  if not blocks then
+    notify('prompt not sent: ' .. attached, vim.log.levels.ERROR)
+    ui().line('! prompt not sent: ' .. attached, 'ErrorMsg')
+    return
+  end
+  for _, block in ipairs(blocks) do
+    content = content .. '\n\n' .. block
+  end
   M.ensure_session(function()
-    ui().user_prompt(text, context)
+    ui().user_prompt(text, context, attached)
     if config.options.chat.auto_open ~= false then
       ui().open({ focus = false })
     end
@@ -420,7 +439,11 @@ function M.prompt(text, context)
   if text and text ~= '' then
     return send_prompt(text, context)
   end
-  vim.ui.input({ prompt = context and 'tandem (with selection)> ' or 'tandem> ' }, function(input)
+  vim.ui.input({
+    prompt = context and 'tandem (with selection)> ' or 'tandem> ',
+    -- <Tab> after @ completes workspace files (plugin/tandem.lua defines the function).
+    completion = 'customlist,TandemCompletePrompt',
+  }, function(input)
     if input == nil then
       return
     end
@@ -774,7 +797,8 @@ function M.load_session(id, opts)
   local function finish(problem)
     local held = S.loading and S.loading.events or {}
     S.loading = nil
-    S.session = { sessionId = last.sessionId, model = last.model, mode = last.mode, cwd = last.cwd }
+    S.session = { sessionId = last.sessionId, model = last.model, mode = last.mode, cwd = last.cwd,
+      network = last.networkAccess == true }
     S.running = last.state == 'running'
     approval().clear()
     ui().load_history(vim.tbl_extend('force', last, { messages = pages.assemble(acc.pages) }))
@@ -818,6 +842,107 @@ function M.load_session(id, opts)
     end)
   end
   fetch(nil)
+end
+
+--- Allow or forbid the network to the session's shell commands (setNetworkAccess). Before the
+--- first prompt the choice is kept for the session that prompt creates. allow = nil toggles.
+---@param allow boolean?
+function M.set_network(allow)
+  M.ensure_server(function()
+    if allow == nil then
+      local current
+      if S.session then
+        current = S.session.network
+      else
+        current = S.next_session.network
+      end
+      allow = not current
+    end
+    if not S.session then
+      S.next_session.network = allow
+      ui().line(('· network %s (for the session your next prompt starts)'):format(allow and 'on' or 'off'), 'Comment')
+      return
+    end
+    S.client:request('setNetworkAccess', { sessionId = S.session.sessionId, allow = allow }, function(err, res)
+      if err then
+        notify(('could not turn the network %s: %s'):format(allow and 'on' or 'off', rpc.format_error(err)), vim.log.levels.ERROR)
+        return
+      end
+      if S.session then
+        S.session.network = res.allow
+      end
+      notify(res.allow and 'network on: shell commands of this session may use the network'
+        or 'network off: shell commands of this session run without network')
+      ui().refresh_bar()
+    end)
+  end)
+end
+
+--- The context gauge: tokens of the last request (its input plus its answer, which the next
+--- request carries) over the model's context window. nil before the first usage.
+---@return { used: integer, window: integer?, model: string }?
+function M.gauge()
+  local u = S.usage
+  if not u then
+    return nil
+  end
+  local model = S.session and S.session.model or u.model
+  local info = model_info(model) or model_info(u.model)
+  return { used = (u.inputTokens or 0) + (u.outputTokens or 0), window = info and info.contextWindow, model = model }
+end
+
+--- The gauge for people: "ctx 12.3k/128k (10%)", or "" before the first usage.
+---@return string
+function M.gauge_text()
+  local g = M.gauge()
+  if not g then
+    return ''
+  end
+  if not g.window or g.window <= 0 then
+    return ('ctx %s'):format(M.format_tokens(g.used))
+  end
+  return ('ctx %s/%s (%d%%)'):format(M.format_tokens(g.used), M.format_tokens(g.window),
+    math.floor(g.used * 100 / g.window + 0.5))
+end
+
+--- The chat window's bar: model, mode, network and the context gauge.
+---@return string
+function M.winbar()
+  local model, mode = current_choice()
+  local network
+  if S.session then
+    network = S.session.network
+  else
+    network = S.next_session.network
+  end
+  local parts = { 'tandem', tostring(model or '…'), tostring(mode or '…'), network and 'net on' or 'net off' }
+  local gauge = M.gauge_text()
+  if gauge ~= '' then
+    parts[#parts + 1] = gauge
+  end
+  if S.running then
+    parts[#parts + 1] = 'running'
+  end
+  return table.concat(parts, ' · ')
+end
+
+--- :Tandem add {file}: attach a file (default: the current buffer's) to the next prompt.
+---@param path string?
+function M.add_file(path)
+  if not path or path == '' then
+    path = vim.api.nvim_buf_get_name(0)
+    if path == '' or vim.bo.buftype ~= '' then
+      notify('this buffer is not a file; name one: :Tandem add {file} (Tab completes).', vim.log.levels.WARN)
+      return
+    end
+  end
+  local kept, err = require('tandem.context').add(path, config.cwd())
+  if not kept then
+    notify('not attached: ' .. err, vim.log.levels.ERROR)
+    return
+  end
+  ui().line('+ ' .. kept .. ' (attached to your next prompt)', 'Special')
+  notify(kept .. ' is attached to your next prompt.')
 end
 
 function M.retry()
@@ -891,11 +1016,13 @@ function M.status()
     end
     return S.client and 'tandem: starting' or ''
   end
-  return ('tandem: %s · %s%s'):format(S.session.model, S.session.mode, S.running and ' · running' or '')
+  local gauge = M.gauge_text()
+  return ('tandem: %s · %s · net %s%s%s'):format(S.session.model, S.session.mode, S.session.network and 'on' or 'off',
+    gauge ~= '' and (' · ' .. gauge) or '', S.running and ' · running' or '')
 end
 
 M.subcommands = {
-  'chat', 'prompt', 'stop', 'steer', 'model', 'mode', 'sessions', 'resume', 'approvals', 'retry', 'new', 'restart', 'status',
+  'chat', 'prompt', 'add', 'stop', 'steer', 'model', 'mode', 'network', 'sessions', 'resume', 'approvals', 'retry', 'new', 'restart', 'status',
 }
 
 --- Entry point of :Tandem (see plugin/tandem.lua).
@@ -926,6 +1053,19 @@ function M.command(opts)
     else
       M.pick_mode()
     end
+  elseif sub == 'add' then
+    M.add_file(rest)
+  elseif sub == 'network' then
+    local arg = rest:lower()
+    if arg == 'on' or arg == 'true' then
+      M.set_network(true)
+    elseif arg == 'off' or arg == 'false' then
+      M.set_network(false)
+    elseif arg == '' or arg == 'toggle' then
+      M.set_network(nil)
+    else
+      notify(('unknown network setting %q: use :Tandem network on, off or toggle.'):format(rest), vim.log.levels.ERROR)
+    end
   elseif sub == 'sessions' then
     M.sessions()
   elseif sub == 'resume' then
@@ -951,6 +1091,14 @@ function M.complete(arglead, cmdline)
     return vim.tbl_filter(function(s)
       return s:find(arglead, 1, true) == 1
     end, M.subcommands)
+  end
+  if words[2] == 'add' then
+    return vim.fn.getcompletion(arglead, 'file')
+  end
+  if words[2] == 'network' then
+    return vim.tbl_filter(function(s)
+      return s:find(arglead, 1, true) == 1
+    end, { 'on', 'off', 'toggle' })
   end
   if words[2] == 'mode' then
     return vim.tbl_map(function(m)

@@ -503,7 +503,9 @@ end
 
 function RENDER.usage(ev)
   local cached = ev.cachedTokens and (' · cached ' .. ev.cachedTokens) or ''
-  append({ ('  usage · %s · in %d · out %d%s'):format(ev.model or '?', ev.inputTokens or 0, ev.outputTokens or 0, cached) }, 'NonText')
+  local gauge = require('tandem').gauge_text()
+  append({ ('  usage · %s · in %d · out %d%s%s'):format(ev.model or '?', ev.inputTokens or 0, ev.outputTokens or 0, cached,
+    gauge ~= '' and (' · ' .. gauge) or '') }, 'NonText')
 end
 
 function RENDER.turnEnded(ev)
@@ -530,12 +532,15 @@ function M.render(ev)
   end
 end
 
-function M.user_prompt(text, context)
+function M.user_prompt(text, context, attached)
   local lines = { '', '━━ You ━━' }
   vim.list_extend(lines, split_lines(text))
   if context then
     local first = split_lines(context)[1]
     table.insert(lines, '  + ' .. first)
+  end
+  for _, path in ipairs(attached or {}) do
+    table.insert(lines, '  + attached ' .. path)
   end
   append(lines, nil)
   local b = M.buffer()
@@ -649,12 +654,29 @@ local function setup_window(win)
   set('number', false)
   set('relativenumber', false)
   set('signcolumn', 'no')
+  -- Model, mode, network and the context gauge, always in view above the chat.
+  set('winbar', "%{v:lua.require'tandem'.winbar()}")
   if config.options.chat.fold_reasoning ~= false or config.options.chat.fold_diffs ~= false then
     set('foldmethod', 'expr')
     set('foldexpr', "v:lua.require'tandem.ui'.foldexpr(v:lnum)")
     set('foldtext', "v:lua.require'tandem.ui'.foldtext()")
     set('foldlevel', 0)
     set('foldenable', true)
+  end
+end
+
+--- Redraw the chat windows' bars (model, mode, network, gauge). Setting the option again marks
+--- just those bars for redraw; :redrawstatus! redraws every window and, with a float and a diff
+--- tab open, trips an assertion in Neovim 0.11.4's grid code.
+function M.refresh_bar()
+  if not valid() then
+    return
+  end
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    local bar = vim.api.nvim_get_option_value('winbar', { win = win, scope = 'local' })
+    if bar ~= '' then
+      vim.api.nvim_set_option_value('winbar', bar, { win = win, scope = 'local' })
+    end
   end
 end
 
