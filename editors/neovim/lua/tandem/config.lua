@@ -6,7 +6,9 @@ M.defaults = {
   cmd = { 'tandem', 'serve' },
   config_file = nil,
   data_dir = nil,
-  -- Extra environment for the server (for example RUST_LOG).
+  -- Extra environment for the server, added to Neovim's: a table such as { RUST_LOG = 'debug' },
+  -- or a function returning one, called each time the server starts (so a password manager is
+  -- asked for an API key only when tandem starts; see :help tandem-api-key).
   env = nil,
   -- 'ndjson' runs the server through vim.system (newline-delimited JSON);
   -- 'content-length' runs it through vim.lsp.rpc.start (LSP framing). Both speak the same protocol.
@@ -85,6 +87,32 @@ function M.setup(opts)
     M.options.cmd = vim.deepcopy(opts.cmd)
   end
   return M.options
+end
+
+--- The server's extra environment: setup's `env` table, or what its function returns now.
+--- Returns nil and an error naming the cause and the next step when the function fails.
+---@return table<string, string>? env, string? err
+function M.server_env()
+  local env = M.options.env
+  if type(env) ~= 'function' then
+    return env, nil
+  end
+  local ok, value = pcall(env)
+  if not ok then
+    return nil, ('setup({ env = function }) failed, so the server was not started: %s. Fix the function (for example '
+      .. 'the password manager command it runs), then :Tandem restart.'):format(tostring(value))
+  end
+  if value ~= nil and type(value) ~= 'table' then
+    return nil, ('setup({ env = function }) returned a %s, not a table of variables, so the server was not started; '
+      .. 'return { NAME = "value" }, then :Tandem restart.'):format(type(value))
+  end
+  for name, v in pairs(value or {}) do
+    if type(v) ~= 'string' then
+      return nil, ('setup({ env = function }) gave %s a %s value (%s), so the server was not started; each value must be '
+        .. 'a string (did the password manager command fail?), then :Tandem restart.'):format(tostring(name), type(v), tostring(v))
+    end
+  end
+  return value, nil
 end
 
 --- The full argv for the server: cmd plus --config/--data-dir when configured.

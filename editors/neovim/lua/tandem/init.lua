@@ -252,6 +252,12 @@ function M.start()
     )
     return
   end
+  local env, env_err = config.server_env()
+  if env_err then
+    fail_waiters()
+    notify(env_err, vim.log.levels.ERROR)
+    return
+  end
   S.gen = S.gen + 1
   local gen = S.gen
   S.starting = true
@@ -260,7 +266,7 @@ function M.start()
   S.info = nil
   local client, err = rpc.start(cmd, {
     framing = config.options.framing,
-    env = config.options.env,
+    env = env,
     cwd = config.cwd(),
     on_notification = function(method, params)
       if gen == S.gen and method == 'session/event' then
