@@ -5,7 +5,7 @@ M.ns = vim.api.nvim_create_namespace('tandem.diff')
 
 local CONTEXT = 2 -- unchanged lines shown around each hunk
 
--- vim.text.diff is the 0.11 name; vim.diff is the 0.10 one (deprecated later).
+-- vim.text.diff is the 0.11 name; vim.diff, its older name, is kept as a fallback.
 local diff_fn = (vim.text and vim.text.diff) or vim.diff
 
 local function split(text)

@@ -16,10 +16,10 @@ function M.check()
   local tandem = require('tandem')
   health.start('tandem')
 
-  if vim.fn.has('nvim-0.10') == 1 then
+  if vim.fn.has('nvim-0.11') == 1 then
     health.ok('Neovim ' .. tostring(vim.version()))
   else
-    health.error('Neovim 0.10 or newer is required')
+    health.error('Neovim 0.11 or newer is required (the plugin is tested on 0.11.4 only); upgrade Neovim')
   end
 
   local cmd = config.server_cmd()

@@ -758,36 +758,18 @@ function M.text()
   return table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '\n')
 end
 
+--- The chat's buffer-local keys (keymaps.chat = { action = lhs }): each maps to the action's
+--- <Plug>(Tandem…) mapping (plugin/tandem.lua), so a key does exactly what the <Plug> does.
 function M.apply_buffer_keymaps(b)
   local keys = config.options.keymaps.chat or {}
-  local tandem = function()
-    return require('tandem')
-  end
-  local map = {
-    prompt = function()
-      tandem().prompt()
-    end,
-    steer = function()
-      tandem().steer()
-    end,
-    stop = function()
-      tandem().stop()
-    end,
-    model = function()
-      tandem().pick_model()
-    end,
-    mode = function()
-      tandem().pick_mode()
-    end,
-    approvals = function()
-      require('tandem.approval').show()
-    end,
-    close = M.close,
+  local plugs = {
+    prompt = 'TandemPrompt', steer = 'TandemSteer', stop = 'TandemStop', model = 'TandemModel',
+    mode = 'TandemMode', approvals = 'TandemApprovals', close = 'TandemClose',
   }
-  for action, fn in pairs(map) do
+  for action, plug in pairs(plugs) do
     local lhs = keys[action]
     if lhs then
-      vim.keymap.set('n', lhs, fn, { buffer = b, nowait = true, desc = 'tandem: ' .. action })
+      vim.keymap.set('n', lhs, '<Plug>(' .. plug .. ')', { buffer = b, nowait = true, remap = true, desc = 'tandem: ' .. action })
     end
   end
 end
