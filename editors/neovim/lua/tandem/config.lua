@@ -1,6 +1,40 @@
 -- tandem.config: default options and the merge of the user's setup() table over them.
 local M = {}
 
+---@class tandem.ChatConfig
+---@field layout? 'split'|'vsplit'|'float' where the chat opens
+---@field size? integer columns (vsplit) or lines (split)
+---@field float? { width: number, height: number, border: string } fractions (<1) or cells
+---@field fold_reasoning? boolean reasoning blocks start as closed folds
+---@field markdown? boolean filetype=markdown with treesitter (false: plain tandem_chat)
+---@field fold_diffs? boolean applied diffs start as closed folds
+---@field auto_open? boolean open the chat (without moving the cursor) when a prompt is sent
+
+---@class tandem.ApprovalConfig
+---@field border? string
+---@field max_width? number fraction of the editor
+---@field max_height? number fraction of the editor
+
+---@class tandem.KeymapsConfig
+---@field global? table<string, string|false> action = lhs (actions: require('tandem.commands').actions)
+---@field chat? { prompt?: string|false, steer?: string|false, stop?: string|false, model?: string|false, mode?: string|false, approvals?: string|false, close?: string|false }
+---@field approval? { once?: string, always_tool?: string, always_command?: string, deny?: string, edit?: string, diff?: string, hide?: string }
+
+---@class tandem.Config The setup() table; every field is optional.
+---@field cmd? string[]|string the server command (a string is a binary path: { path, 'serve' })
+---@field config_file? string appended as --config FILE
+---@field data_dir? string appended as --data-dir DIR
+---@field env? table<string, string>|fun(): table<string, string> extra environment; a function is called at each server start
+---@field framing? 'ndjson'|'content-length'
+---@field cwd? string|fun(): string the workspace root of new sessions
+---@field mode? 'ask'|'autoEdit'|'plan'|'fullAuto' mode of new sessions
+---@field model? string model id of new sessions
+---@field chat? tandem.ChatConfig
+---@field approval? tandem.ApprovalConfig
+---@field keymaps? tandem.KeymapsConfig
+---@field request_timeout? integer ms
+
+---@type tandem.Config
 M.defaults = {
   -- The server command; `config_file` and `data_dir` are appended as flags when set.
   cmd = { 'tandem', 'serve' },
@@ -72,8 +106,12 @@ M.defaults = {
   request_timeout = 10000,
 }
 
+---@type tandem.Config
 M.options = vim.deepcopy(M.defaults)
 
+--- Merge the user's table over the defaults.
+---@param opts? tandem.Config
+---@return tandem.Config
 function M.setup(opts)
   opts = opts or {}
   vim.validate({ opts = { opts, 'table' } })
