@@ -391,12 +391,15 @@ function M.split_diff(ev)
     vim.keymap.set('n', 'dp', refuse('the proposal (right) takes hunks, it does not give them: do here rejects the '
       .. 'hunk under the cursor (takes the original), u accepts it again.'), vim.tbl_extend('force', opts, { buffer = new_buf }))
   end
+  -- Short enough for a half-width window (about 75 columns): the keys come first.
   local k = keys()
-  local hunk_help = cut and 'too large to change hunk by hunk' or 'do (here) / dp (left): reject hunk · u: accept again'
-  vim.wo[old_win].winbar = ('tandem: original %s · dp: reject hunk · ]c [c: next/previous hunk')
-    :format((entry.path or ''):gsub('%%', '%%%%'))
-  vim.wo[new_win].winbar = ('tandem: proposal · %s · %s approves what this side holds · %s deny · %s back')
-    :format(hunk_help, k.once, k.deny, k.hide)
+  vim.wo[old_win].winbar = 'original · dp: reject hunk · ]c [c: next/previous hunk'
+  if cut then
+    vim.wo[new_win].winbar = ('proposal (too large to change) · %s: approve · %s: deny · %s: back'):format(k.once, k.deny, k.hide)
+  else
+    vim.wo[new_win].winbar = ('proposal · do: reject hunk · u: undo · %s: approve this · %s: deny · %s: back')
+      :format(k.once, k.deny, k.hide)
+  end
   return tab, old_buf, new_buf
 end
 

@@ -72,7 +72,7 @@ describe('per-hunk review in the d split', function()
     h.press('do')
     h.wait_note('the original (left) does not change')
     assert.equals(OLD:sub(1, -2), h.buf_text(vim.api.nvim_win_get_buf(old_win)))
-    assert.truthy(vim.wo[new_win].winbar:find('do (here) / dp (left): reject hunk', 1, true), vim.wo[new_win].winbar)
+    assert.truthy(vim.wo[new_win].winbar:find('proposal · do: reject hunk · u: undo · y: approve this', 1, true), vim.wo[new_win].winbar)
     h.press('n')
   end)
 
