@@ -40,3 +40,12 @@ function! TandemCompletePrompt(lead, line, pos) abort
   return luaeval('require("tandem.context").complete_line(_A, require("tandem.config").cwd())', a:line)
 endfunction
 ]])
+
+-- <Plug>(TandemApproval…): the approval keys (y a c n e d q by default) act on the approval shown
+-- in the current window; keymaps.approval maps its keys to these.
+for action, plug in pairs({ once = 'Once', always_tool = 'AlwaysTool', always_command = 'AlwaysCommand', deny = 'Deny',
+  edit = 'Edit', diff = 'Diff', hide = 'Hide' }) do
+  vim.keymap.set('n', '<Plug>(TandemApproval' .. plug .. ')', function()
+    require('tandem.approval').run(action)
+  end, { desc = 'tandem: approval ' .. action })
+end

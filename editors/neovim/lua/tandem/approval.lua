@@ -20,8 +20,14 @@ local function tandem()
   return require('tandem')
 end
 
+--- The approval keys for display: a key set to false shows as its <Plug> mapping instead.
 local function keys()
-  return config.options.keymaps.approval
+  local shown = {}
+  for action, plug in pairs(M.ACTIONS or {}) do
+    local lhs = config.options.keymaps.approval[action]
+    shown[action] = lhs or ('<Plug>(' .. plug .. ')')
+  end
+  return shown
 end
 
 local function head()
@@ -290,13 +296,55 @@ local function all_seen()
   return false
 end
 
+--- The approval keys' actions, by keymaps.approval name, and their <Plug> mappings.
+M.ACTIONS = {
+  once = 'TandemApprovalOnce',
+  always_tool = 'TandemApprovalAlwaysTool',
+  always_command = 'TandemApprovalAlwaysCommand',
+  deny = 'TandemApprovalDeny',
+  edit = 'TandemApprovalEdit',
+  diff = 'TandemApprovalDiff',
+  hide = 'TandemApprovalHide',
+}
+
+local handlers = {} -- buffer -> { action name -> function } for the approval shown in that buffer
+
+--- Register what `action` does in buffer b and map its key (keymaps.approval) to its <Plug>.
+local function bind(b, action, fn)
+  if not handlers[b] then
+    handlers[b] = {}
+    vim.api.nvim_create_autocmd('BufWipeout', {
+      buffer = b,
+      once = true,
+      callback = function()
+        handlers[b] = nil
+      end,
+    })
+  end
+  handlers[b][action] = fn
+  local lhs = config.options.keymaps.approval[action]
+  if lhs then
+    vim.keymap.set('n', lhs, '<Plug>(' .. M.ACTIONS[action] .. ')', { buffer = b, nowait = true, silent = true, remap = true })
+  end
+end
+
+--- Run an approval action for the approval shown in the current buffer (<Plug>(TandemApproval…)).
+---@param action string a key of M.ACTIONS
+function M.run(action)
+  local h = handlers[vim.api.nvim_get_current_buf()]
+  if not (h and h[action]) then
+    tandem().notify(('no approval is shown in this window, so <Plug>(%s) did nothing: it works in the approval float, '
+      .. 'the e buffer and the d split; :Tandem approvals shows the pending approval.'):format(M.ACTIONS[action] or action),
+      vim.log.levels.WARN)
+    return
+  end
+  h[action]()
+end
+
 --- Map the decision keys in buffer b. gated: approving keys first require every line seen (the float).
 local function map_decision_keys(b, ev, after_hide, gated, edited)
-  local k = keys()
-  local function map(lhs, fn)
-    if lhs then
-      vim.keymap.set('n', lhs, fn, { buffer = b, nowait = true, silent = true })
-    end
+  local function map(action, fn)
+    bind(b, action, fn)
   end
   local function approving(decision)
     return function()
@@ -309,16 +357,16 @@ local function map_decision_keys(b, ev, after_hide, gated, edited)
       decide(ev, decision, nil, edited and edited() or nil)
     end
   end
-  map(k.once, approving('once'))
-  map(k.always_tool, approving('alwaysTool'))
-  map(k.always_command, approving('alwaysCommand'))
-  map(k.deny, function()
+  map('once', approving('once'))
+  map('always_tool', approving('alwaysTool'))
+  map('always_command', approving('alwaysCommand'))
+  map('deny', function()
     deny_with_reason(ev)
   end)
-  map(k.edit, function()
+  map('edit', function()
     M.edit(ev)
   end)
-  map(k.hide, after_hide)
+  map('hide', after_hide)
 end
 
 --- The proposal as the split's proposal buffer holds it now, with the file's final newline kept
@@ -468,9 +516,9 @@ function M.show()
     close_float()
     tandem().notify('approval hidden, still pending: :Tandem approvals shows it again.')
   end, true)
-  vim.keymap.set('n', keys().diff or 'd', function()
+  bind(b, 'diff', function()
     M.split_diff(ev)
-  end, { buffer = b, nowait = true, silent = true })
+  end)
   vim.keymap.set('n', '<Esc>', function()
     close_float()
   end, { buffer = b, nowait = true, silent = true })

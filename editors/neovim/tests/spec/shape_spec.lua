@@ -13,6 +13,28 @@ describe('the plugin shape', function()
       assert.truthy(map.callback, name .. ' has <Plug>(' .. action.plug .. ')')
     end
     assert.truthy(vim.fn.maparg('<Plug>(TandemPromptSelection)', 'x') ~= '', 'the Visual-mode prompt')
+    for name, plug in pairs(require('tandem.approval').ACTIONS) do
+      assert.truthy(vim.fn.maparg('<Plug>(' .. plug .. ')', 'n', false, true).callback, 'approval ' .. name .. ' has ' .. plug)
+    end
+  end)
+
+  it('the approval keys are <Plug>(TandemApproval…) mappings: a user key mapped to one approves', function()
+    local ctx = h.fresh({ responses = {
+      { { tool_call = { id = 'call_plug', name = 'write_file', arguments = { path = 'plug.txt', content = 'plug\n' } } } },
+      { { text = 'done' } },
+    }, setup = { keymaps = { approval = { once = false } } } })
+    vim.keymap.set('n', '<leader>ya', '<Plug>(TandemApprovalOnce)')
+    h.press('<Plug>(TandemApprovalOnce)')
+    h.wait_note('no approval is shown in this window')
+    vim.cmd('Tandem prompt write plug')
+    local v = h.wait_float()
+    assert.equals('', vim.fn.maparg('y', 'n'), 'keymaps.approval.once = false leaves y unmapped')
+    assert.equals('<Plug>(TandemApprovalDeny)', vim.fn.maparg('n', 'n'))
+    assert.equals(v.win, vim.api.nvim_get_current_win())
+    h.press('<leader>ya')
+    h.wait_turn_end('completed')
+    assert.equals('plug\n', h.read(ctx.ws .. '/plug.txt'))
+    vim.keymap.del('n', '<leader>ya')
   end)
 
   it('a <Plug> mapping runs its action, and keymaps.global maps a key to it', function()
