@@ -49,6 +49,18 @@ local function on_event(ev)
     ui().refresh_bar() -- the chat's winbar shows the gauge and the running state
   end
   ui().render(ev)
+  if t == 'toolCall' then
+    S.tool_kinds = S.tool_kinds or {}
+    S.tool_kinds[ev.toolCallId] = ev.kind
+  end
+  if t == 'toolCallUpdate' and ev.status ~= 'running' and (S.tool_kinds or {})[ev.toolCallId] == 'execute' then
+    -- A command may have written any file: check the workspace's open buffers against their files.
+    S.tool_kinds[ev.toolCallId] = nil
+    require('tandem.reload').after_command(S.session.cwd, function(text, level)
+      ui().line('! ' .. text, 'WarningMsg')
+      notify(text, level)
+    end)
+  end
   if t == 'toolCallUpdate' and ev.status == 'completed' and ev.diff then
     -- Buffers open on the files just written are stale: reload them, never over unsaved changes.
     local paths = vim.tbl_map(function(entry)

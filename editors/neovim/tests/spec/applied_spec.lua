@@ -124,4 +124,42 @@ describe('buffers on files the agent wrote', function()
     assert.truthy(h.chat_has('dirty.txt, but buffer'), h.chat())
     assert.is_nil(n.msg:find('clean.txt', 1, true), 'only the modified buffer is warned about')
   end)
+
+  it('a shell command that rewrites open files reloads the clean buffer and warns about the modified one (noautoread)', function()
+    -- With 'autoread' off (not Neovim's default) :checktime would ask; the plugin answers instead.
+    local saved_autoread = vim.go.autoread
+    vim.go.autoread = false
+    finally(function()
+      vim.go.autoread = saved_autoread
+    end)
+    local ctx = h.fresh({
+      responses = {
+        { { tool_call = { id = 'call_sh_w', name = 'shell',
+          arguments = { command = "printf 'shell wrote clean\\n' > clean.txt && printf 'shell wrote dirty\\n' > dirty.txt" } } } },
+        { { text = 'Shell done.' } },
+      },
+      setup = { mode = 'fullAuto' },
+    })
+    h.write(ctx.ws .. '/clean.txt', 'clean before\n')
+    h.write(ctx.ws .. '/dirty.txt', 'dirty before\n')
+    h.write(ctx.ws .. '/untouched.txt', 'untouched\n')
+    vim.cmd.edit(ctx.ws .. '/clean.txt')
+    local clean = vim.api.nvim_get_current_buf()
+    vim.cmd.split(ctx.ws .. '/dirty.txt')
+    local dirty = vim.api.nvim_get_current_buf()
+    vim.api.nvim_buf_set_lines(dirty, 0, -1, false, { 'my unsaved work' })
+    vim.cmd.split(ctx.ws .. '/untouched.txt')
+    vim.cmd('Tandem prompt run the shell')
+    h.wait_turn_end('completed')
+    assert.equals('shell wrote dirty\n', h.read(ctx.ws .. '/dirty.txt'))
+    h.wait(function()
+      return h.buf_text(clean) == 'shell wrote clean'
+    end, 'the clean buffer to show what the command wrote')
+    assert.equals('my unsaved work', h.buf_text(dirty))
+    local n = h.wait_note('has unsaved changes')
+    assert.truthy(n.msg:find('dirty.txt', 1, true), n.msg)
+    for _, note in ipairs(h.ctx().notes) do
+      assert.is_nil(note.msg:find('untouched.txt', 1, true), 'an unchanged file is left alone: ' .. note.msg)
+    end
+  end)
 end)
