@@ -8,6 +8,17 @@ local M = {}
 --- The most bytes one attached file may have: past it the prompt is not sent and the error says
 --- how to send part of the file instead.
 M.MAX_FILE_BYTES = 256 * 1024
+--- The most bytes one attached image or PDF may have (sent base64, a third larger, in one message).
+M.MAX_BINARY_BYTES = 5 * 1024 * 1024
+--- Files sent as prompt parts instead of text: images (for models with vision) and PDF documents.
+M.BINARY_TYPES = {
+  png = { type = 'image', mimeType = 'image/png' },
+  jpg = { type = 'image', mimeType = 'image/jpeg' },
+  jpeg = { type = 'image', mimeType = 'image/jpeg' },
+  gif = { type = 'image', mimeType = 'image/gif' },
+  webp = { type = 'image', mimeType = 'image/webp' },
+  pdf = { type = 'document', mimeType = 'application/pdf' },
+}
 --- Workspace files offered by `@` completion at most (a huge tree is cut, never walked whole).
 M.MAX_LISTED = 20000
 
@@ -91,16 +102,35 @@ function M.mentions(text, root)
   return out
 end
 
---- One attachment as prompt text: a fenced block naming the path. Returns nil and an error that
---- names the cause and the next step when the file cannot be attached.
+--- One attachment: a fenced block of text naming the path, or for an image or a PDF a prompt part
+--- ({type = 'image'|'document', mimeType, data}). Returns nil and an error that names the cause and
+--- the next step when the file cannot be attached.
 ---@param path string as the user wrote it
 ---@param root string
----@return string? block, string? err
+---@return string|table|nil block, string? err
 function M.render(path, root)
   local abs = path:match('^/') and path or (root .. '/' .. path)
   local stat = vim.uv.fs_stat(abs)
   if not stat or stat.type ~= 'file' then
     return nil, ('%s is not a readable file (looked at %s); check the path, relative to %s.'):format(path, abs, root)
+  end
+  local kind = M.BINARY_TYPES[(abs:match('%.(%w+)$') or ''):lower()]
+  if kind then
+    if stat.size > M.MAX_BINARY_BYTES then
+      return nil, ('%s is %d KiB, over the %d KiB an attached image or PDF may have; attach a smaller or cropped file.')
+        :format(path, math.ceil(stat.size / 1024), M.MAX_BINARY_BYTES / 1024)
+    end
+    local f = io.open(abs, 'rb')
+    if not f then
+      return nil, ('%s cannot be opened for reading; check its permissions.'):format(path)
+    end
+    local bytes = f:read('*a')
+    f:close()
+    local part = { type = kind.type, mimeType = kind.mimeType, data = vim.base64.encode(bytes) }
+    if kind.type == 'document' then
+      part.name = vim.fs.basename(abs)
+    end
+    return part
   end
   if stat.size > M.MAX_FILE_BYTES then
     return nil, ('%s is %d KiB, over the %d KiB a file attached to a prompt may have; attach the part that matters '
@@ -130,10 +160,11 @@ function M.render(path, root)
 end
 
 --- The attachments of a prompt: its @mentions and the files added with :Tandem add (consumed).
---- Returns the text blocks and the paths, or nil and the first error.
+--- Returns the attachments (text blocks, and prompt parts for images and PDFs) and the paths, or
+--- nil and the first error.
 ---@param text string
 ---@param root string
----@return string[]? blocks, string[]|string paths_or_err
+---@return (string|table)[]? blocks, string[]|string paths_or_err
 function M.collect(text, root)
   local paths, seen = {}, {}
   for _, p in ipairs(M.pending) do

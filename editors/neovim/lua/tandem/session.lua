@@ -170,11 +170,32 @@ local function send_prompt(text, context)
     ui().line('! prompt not sent: ' .. attached, 'ErrorMsg')
     return
   end
+  local parts = {}
   for _, block in ipairs(blocks) do
-    content = content .. '\n\n' .. block
+    if type(block) == 'table' then
+      parts[#parts + 1] = block -- an image or a PDF: a prompt part of its own
+    else
+      content = content .. '\n\n' .. block
+    end
+  end
+  if #parts > 0 then
+    content = vim.list_extend({ { type = 'text', text = content } }, parts)
   end
   M.ensure_session(function()
     ui().user_prompt(text, context, attached)
+    if #parts > 0 then
+      -- The server replaces what the model cannot take by a placeholder: say so before it happens.
+      local info = M.model_info(S.session.model) or {}
+      for _, part in ipairs(parts) do
+        local able = (part.type == 'image' and info.vision) or (part.type == 'document' and info.pdf)
+        if not able then
+          notify(('%s cannot %s, so it gets a placeholder instead of the attached %s; :Tandem model picks one that '
+            .. 'can (the picker lists each model\'s abilities).'):format(S.session.model,
+            part.type == 'image' and 'see images' or 'read PDFs', part.type == 'image' and 'image' or 'PDF'),
+            vim.log.levels.WARN)
+        end
+      end
+    end
     if config.options.chat.auto_open ~= false then
       ui().open({ focus = false })
     end
