@@ -583,7 +583,17 @@ function M.load_session(id, opts)
       network = last.networkAccess == true }
     S.running = last.state == 'running'
     approval().clear()
-    ui().load_history(vim.tbl_extend('force', last, { messages = pages.assemble(acc.pages) }))
+    local messages = pages.assemble(acc.pages)
+    -- The gauge continues from the last answer's usage, which history keeps with the message.
+    S.usage = nil
+    for i = #messages, 1, -1 do
+      if messages[i].role == 'assistant' and type(messages[i].usage) == 'table' then
+        S.usage = messages[i].usage
+        break
+      end
+    end
+    ui().load_history(vim.tbl_extend('force', last, { messages = messages }))
+    ui().refresh_bar()
     if problem then
       ui().line('! ' .. problem, 'ErrorMsg')
       notify(problem, vim.log.levels.ERROR)

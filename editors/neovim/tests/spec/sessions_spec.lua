@@ -120,6 +120,8 @@ describe('sessions', function()
     assert.truthy(h.chat_has('two: the last one'), h.chat())
     assert.is_nil(h.chat():find('the older session', 1, true), 'only the last session is shown')
     h.wait_note('resuming "the newest session"')
+    -- The context gauge continues from the resumed session's last answer.
+    assert.truthy(t.gauge_text():find('/128k', 1, true), 'gauge after resume: ' .. t.gauge_text())
     assert.equals(0, count(sent, 'session/new'), vim.inspect(sent))
     local _ = ctx
   end)
