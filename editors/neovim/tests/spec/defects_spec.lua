@@ -44,6 +44,18 @@ describe('issue 23 item 9', function()
     assert.equals(1, #h.ctx().notes, table.concat(h.notes_text(), '\n---\n'))
   end)
 
+  it(':checkhealth tandem names a config file the server refuses, not the handshake', function()
+    local ctx = h.fresh({ responses = {} })
+    local bad = ctx.dir .. '/bad.toml'
+    h.write(bad, 'default_model = "x"\n[models.x\n')
+    require('tandem').setup({ cmd = { h.bin, 'serve' }, config_file = bad, data_dir = ctx.dir .. '/data' })
+    vim.cmd('silent checkhealth tandem')
+    local text = h.buf_text(0)
+    assert.truthy(text:find('ERROR the server refused the config file ' .. bad, 1, true), text)
+    assert.truthy(text:find('not valid TOML', 1, true), text)
+    assert.is_nil(text:find('protocol handshake failed', 1, true), text)
+  end)
+
   it('a steer sent while text streams does not split the streamed words', function()
     h.fresh({ responses = {
       { { text = 'Hello wor' }, { delay_ms = 1500 }, { text = 'ld, streamed whole.' } },
