@@ -20,8 +20,14 @@ local function tandem()
   return require('tandem')
 end
 
+--- The approval keys for display: a key set to false shows as its <Plug> mapping instead.
 local function keys()
-  return config.options.keymaps.approval
+  local shown = {}
+  for action, plug in pairs(M.ACTIONS or {}) do
+    local lhs = config.options.keymaps.approval[action]
+    shown[action] = lhs or ('<Plug>(' .. plug .. ')')
+  end
+  return shown
 end
 
 local function head()
@@ -290,13 +296,55 @@ local function all_seen()
   return false
 end
 
+--- The approval keys' actions, by keymaps.approval name, and their <Plug> mappings.
+M.ACTIONS = {
+  once = 'TandemApprovalOnce',
+  always_tool = 'TandemApprovalAlwaysTool',
+  always_command = 'TandemApprovalAlwaysCommand',
+  deny = 'TandemApprovalDeny',
+  edit = 'TandemApprovalEdit',
+  diff = 'TandemApprovalDiff',
+  hide = 'TandemApprovalHide',
+}
+
+local handlers = {} -- buffer -> { action name -> function } for the approval shown in that buffer
+
+--- Register what `action` does in buffer b and map its key (keymaps.approval) to its <Plug>.
+local function bind(b, action, fn)
+  if not handlers[b] then
+    handlers[b] = {}
+    vim.api.nvim_create_autocmd('BufWipeout', {
+      buffer = b,
+      once = true,
+      callback = function()
+        handlers[b] = nil
+      end,
+    })
+  end
+  handlers[b][action] = fn
+  local lhs = config.options.keymaps.approval[action]
+  if lhs then
+    vim.keymap.set('n', lhs, '<Plug>(' .. M.ACTIONS[action] .. ')', { buffer = b, nowait = true, silent = true, remap = true })
+  end
+end
+
+--- Run an approval action for the approval shown in the current buffer (<Plug>(TandemApproval…)).
+---@param action string a key of M.ACTIONS
+function M.run(action)
+  local h = handlers[vim.api.nvim_get_current_buf()]
+  if not (h and h[action]) then
+    tandem().notify(('no approval is shown in this window, so <Plug>(%s) did nothing: it works in the approval float, '
+      .. 'the e buffer and the d split; :Tandem approvals shows the pending approval.'):format(M.ACTIONS[action] or action),
+      vim.log.levels.WARN)
+    return
+  end
+  h[action]()
+end
+
 --- Map the decision keys in buffer b. gated: approving keys first require every line seen (the float).
 local function map_decision_keys(b, ev, after_hide, gated, edited)
-  local k = keys()
-  local function map(lhs, fn)
-    if lhs then
-      vim.keymap.set('n', lhs, fn, { buffer = b, nowait = true, silent = true })
-    end
+  local function map(action, fn)
+    bind(b, action, fn)
   end
   local function approving(decision)
     return function()
@@ -309,19 +357,43 @@ local function map_decision_keys(b, ev, after_hide, gated, edited)
       decide(ev, decision, nil, edited and edited() or nil)
     end
   end
-  map(k.once, approving('once'))
-  map(k.always_tool, approving('alwaysTool'))
-  map(k.always_command, approving('alwaysCommand'))
-  map(k.deny, function()
+  map('once', approving('once'))
+  map('always_tool', approving('alwaysTool'))
+  map('always_command', approving('alwaysCommand'))
+  map('deny', function()
     deny_with_reason(ev)
   end)
-  map(k.edit, function()
+  map('edit', function()
     M.edit(ev)
   end)
-  map(k.hide, after_hide)
+  map('hide', after_hide)
 end
 
---- Open the side-by-side :diffthis view in a new tab; the same keys decide from there.
+--- The proposal as the split's proposal buffer holds it now, with the file's final newline kept
+--- as proposed; nil while it still equals the proposal (nothing to send as editedContent).
+---@param entry table the diff entry
+---@param new_buf integer the proposal buffer of the split
+---@return string?
+function M.split_content(entry, new_buf)
+  local content = table.concat(vim.api.nvim_buf_get_lines(new_buf, 0, -1, false), '\n')
+  local proposed = entry.newText or ''
+  if proposed:sub(-1) == '\n' then
+    content = content .. '\n'
+  end
+  if content == '' and proposed == '' then
+    return nil
+  end
+  if content == proposed then
+    return nil
+  end
+  return content
+end
+
+--- Open the side-by-side :diffthis view in a new tab; the same keys decide from there. The right
+--- window is the proposal and can be changed hunk by hunk: `do` in it (or `dp` in the original on
+--- the left) takes the original's text for the hunk under the cursor, rejecting that hunk; `u`
+--- accepts it again. What an approving key approves is exactly what the proposal buffer holds,
+--- sent as editedContent when it differs from the proposal.
 function M.split_diff(ev)
   local entry = diff_entry(ev)
   if not entry then
@@ -329,16 +401,54 @@ function M.split_diff(ev)
     return
   end
   close_float()
-  local tab, old_buf, new_buf = diff.open_split(entry)
+  local cut = M.is_cut(ev.reason)
+  local tab, old_buf, new_buf, old_win, new_win = diff.open_split(entry, { editable = not cut })
   side[ev.requestId] = side[ev.requestId] or {}
   side[ev.requestId].tab = tab
   local function back()
+    if vim.api.nvim_buf_is_valid(new_buf) and M.split_content(entry, new_buf) then
+      tandem().notify('your hunk choices in the split were dropped: the float approves the proposal as proposed.', vim.log.levels.WARN)
+    end
     close_side(ev.requestId)
     M.show()
   end
-  map_decision_keys(old_buf, ev, back)
-  map_decision_keys(new_buf, ev, back)
-  return tab
+  local function edited()
+    if cut or not vim.api.nvim_buf_is_valid(new_buf) then
+      return nil
+    end
+    return M.split_content(entry, new_buf)
+  end
+  map_decision_keys(old_buf, ev, back, false, edited)
+  map_decision_keys(new_buf, ev, back, false, edited)
+  local function refuse(why)
+    return function()
+      tandem().notify(why, vim.log.levels.WARN)
+    end
+  end
+  local opts = { nowait = true, silent = true }
+  if cut then
+    local why = 'this change is too large to show in full, so its hunks cannot be rejected one by one: approve or deny it as proposed.'
+    for _, b in ipairs({ old_buf, new_buf }) do
+      vim.keymap.set('n', 'do', refuse(why), vim.tbl_extend('force', opts, { buffer = b }))
+      vim.keymap.set('n', 'dp', refuse(why), vim.tbl_extend('force', opts, { buffer = b }))
+    end
+  else
+    -- The original never changes: the key that would write into it says which key rejects instead.
+    vim.keymap.set('n', 'do', refuse('the original (left) does not change: dp here, or do in the proposal (right), '
+      .. 'rejects the hunk under the cursor.'), vim.tbl_extend('force', opts, { buffer = old_buf }))
+    vim.keymap.set('n', 'dp', refuse('the proposal (right) takes hunks, it does not give them: do here rejects the '
+      .. 'hunk under the cursor (takes the original), u accepts it again.'), vim.tbl_extend('force', opts, { buffer = new_buf }))
+  end
+  -- Short enough for a half-width window (about 75 columns): the keys come first.
+  local k = keys()
+  vim.wo[old_win].winbar = 'original · dp: reject hunk · ]c [c: next/previous hunk'
+  if cut then
+    vim.wo[new_win].winbar = ('proposal (too large to change) · %s: approve · %s: deny · %s: back'):format(k.once, k.deny, k.hide)
+  else
+    vim.wo[new_win].winbar = ('proposal · do: reject hunk · u: undo · %s: approve this · %s: deny · %s: back')
+      :format(k.once, k.deny, k.hide)
+  end
+  return tab, old_buf, new_buf
 end
 
 --- Show the float for the oldest unanswered approval.
@@ -406,9 +516,9 @@ function M.show()
     close_float()
     tandem().notify('approval hidden, still pending: :Tandem approvals shows it again.')
   end, true)
-  vim.keymap.set('n', keys().diff or 'd', function()
+  bind(b, 'diff', function()
     M.split_diff(ev)
-  end, { buffer = b, nowait = true, silent = true })
+  end)
   vim.keymap.set('n', '<Esc>', function()
     close_float()
   end, { buffer = b, nowait = true, silent = true })

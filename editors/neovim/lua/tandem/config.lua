@@ -1,12 +1,48 @@
 -- tandem.config: default options and the merge of the user's setup() table over them.
 local M = {}
 
+---@class tandem.ChatConfig
+---@field layout? 'split'|'vsplit'|'float' where the chat opens
+---@field size? integer columns (vsplit) or lines (split)
+---@field float? { width: number, height: number, border: string } fractions (<1) or cells
+---@field fold_reasoning? boolean reasoning blocks start as closed folds
+---@field markdown? boolean filetype=markdown with treesitter (false: plain tandem_chat)
+---@field fold_diffs? boolean applied diffs start as closed folds
+---@field auto_open? boolean open the chat (without moving the cursor) when a prompt is sent
+
+---@class tandem.ApprovalConfig
+---@field border? string
+---@field max_width? number fraction of the editor
+---@field max_height? number fraction of the editor
+
+---@class tandem.KeymapsConfig
+---@field global? table<string, string|false> action = lhs (actions: require('tandem.commands').actions)
+---@field chat? { prompt?: string|false, steer?: string|false, stop?: string|false, model?: string|false, mode?: string|false, approvals?: string|false, close?: string|false }
+---@field approval? { once?: string, always_tool?: string, always_command?: string, deny?: string, edit?: string, diff?: string, hide?: string }
+
+---@class tandem.Config The setup() table; every field is optional.
+---@field cmd? string[]|string the server command (a string is a binary path: { path, 'serve' })
+---@field config_file? string appended as --config FILE
+---@field data_dir? string appended as --data-dir DIR
+---@field env? table<string, string>|fun(): table<string, string> extra environment; a function is called at each server start
+---@field framing? 'ndjson'|'content-length'
+---@field cwd? string|fun(): string the workspace root of new sessions
+---@field mode? 'ask'|'autoEdit'|'plan'|'fullAuto' mode of new sessions
+---@field model? string model id of new sessions
+---@field chat? tandem.ChatConfig
+---@field approval? tandem.ApprovalConfig
+---@field keymaps? tandem.KeymapsConfig
+---@field request_timeout? integer ms
+
+---@type tandem.Config
 M.defaults = {
   -- The server command; `config_file` and `data_dir` are appended as flags when set.
   cmd = { 'tandem', 'serve' },
   config_file = nil,
   data_dir = nil,
-  -- Extra environment for the server (for example RUST_LOG).
+  -- Extra environment for the server, added to Neovim's: a table such as { RUST_LOG = 'debug' },
+  -- or a function returning one, called each time the server starts (so a password manager is
+  -- asked for an API key only when tandem starts; see :help tandem-api-key).
   env = nil,
   -- 'ndjson' runs the server through vim.system (newline-delimited JSON);
   -- 'content-length' runs it through vim.lsp.rpc.start (LSP framing). Both speak the same protocol.
@@ -27,6 +63,11 @@ M.defaults = {
     float = { width = 0.8, height = 0.8, border = 'rounded' },
     -- Fold reasoning blocks closed.
     fold_reasoning = true,
+    -- Render the chat as Markdown (filetype=markdown, treesitter highlighting of code blocks
+    -- where Neovim ships the parser); false keeps the plain `tandem_chat` filetype.
+    markdown = true,
+    -- Fold the diff of each applied edit closed (zo opens it); false shows it open.
+    fold_diffs = true,
     -- Open the chat (without moving the cursor) when a prompt is sent.
     auto_open = true,
   },
@@ -65,8 +106,12 @@ M.defaults = {
   request_timeout = 10000,
 }
 
+---@type tandem.Config
 M.options = vim.deepcopy(M.defaults)
 
+--- Merge the user's table over the defaults.
+---@param opts? tandem.Config
+---@return tandem.Config
 function M.setup(opts)
   opts = opts or {}
   vim.validate({ opts = { opts, 'table' } })
@@ -80,6 +125,32 @@ function M.setup(opts)
     M.options.cmd = vim.deepcopy(opts.cmd)
   end
   return M.options
+end
+
+--- The server's extra environment: setup's `env` table, or what its function returns now.
+--- Returns nil and an error naming the cause and the next step when the function fails.
+---@return table<string, string>? env, string? err
+function M.server_env()
+  local env = M.options.env
+  if type(env) ~= 'function' then
+    return env, nil
+  end
+  local ok, value = pcall(env)
+  if not ok then
+    return nil, ('setup({ env = function }) failed, so the server was not started: %s. Fix the function (for example '
+      .. 'the password manager command it runs), then :Tandem restart.'):format(tostring(value))
+  end
+  if value ~= nil and type(value) ~= 'table' then
+    return nil, ('setup({ env = function }) returned a %s, not a table of variables, so the server was not started; '
+      .. 'return { NAME = "value" }, then :Tandem restart.'):format(type(value))
+  end
+  for name, v in pairs(value or {}) do
+    if type(v) ~= 'string' then
+      return nil, ('setup({ env = function }) gave %s a %s value (%s), so the server was not started; each value must be '
+        .. 'a string (did the password manager command fail?), then :Tandem restart.'):format(tostring(name), type(v), tostring(v))
+    end
+  end
+  return value, nil
 end
 
 --- The full argv for the server: cmd plus --config/--data-dir when configured.

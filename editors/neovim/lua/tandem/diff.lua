@@ -5,7 +5,7 @@ M.ns = vim.api.nvim_create_namespace('tandem.diff')
 
 local CONTEXT = 2 -- unchanged lines shown around each hunk
 
--- vim.text.diff is the 0.11 name; vim.diff is the 0.10 one (deprecated later).
+-- vim.text.diff is the 0.11 name; vim.diff, its older name, is kept as a fallback.
 local diff_fn = (vim.text and vim.text.diff) or vim.diff
 
 local function split(text)
@@ -89,7 +89,12 @@ local function scratch(name, lines, ft)
   local buf = vim.api.nvim_create_buf(false, true)
   vim.bo[buf].bufhidden = 'wipe'
   pcall(vim.api.nvim_buf_set_name, buf, name)
+  -- Loaded with undo off, so `u` in the split can only undo the user's own hunk choices, never
+  -- empty the buffer.
+  local undolevels = vim.bo[buf].undolevels
+  vim.bo[buf].undolevels = -1
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].undolevels = undolevels
   vim.bo[buf].modifiable = false
   if ft and ft ~= '' then
     vim.bo[buf].filetype = ft
@@ -99,7 +104,12 @@ end
 
 --- Open a new tab with the old and new text side by side in diff mode.
 --- Returns the tab handle and the two buffers (old, new) so the caller can map keys in them.
-function M.open_split(entry)
+--- With opts.editable the proposal (new, right) buffer can be changed hunk by hunk (`do` there,
+--- `dp` from the original); the original never can.
+---@param entry table a diff entry {path, oldText?, newText}
+---@param opts? { editable?: boolean }
+function M.open_split(entry, opts)
+  opts = opts or {}
   local ft = vim.filetype.match({ filename = entry.path or '' }) or ''
   local stamp = tostring(vim.uv.hrtime())
   vim.cmd('tabnew')
@@ -115,6 +125,10 @@ function M.open_split(entry)
   local old_win = vim.api.nvim_get_current_win()
   vim.cmd('vertical rightbelow split')
   vim.api.nvim_win_set_buf(0, new_buf)
+  if opts.editable then
+    vim.bo[new_buf].modifiable = true
+    vim.bo[new_buf].modified = false
+  end
   vim.cmd('diffthis')
   local new_win = vim.api.nvim_get_current_win()
   -- :diffthis folds unchanged text (foldmethod=diff) and the tab's first window came from the

@@ -1,8 +1,8 @@
 -- tandem.health: `:checkhealth tandem` — binary found, its version, config readable, and a real protocol handshake.
 local M = {}
 
-local function run(cmd, stdin, timeout)
-  local ok, proc = pcall(vim.system, cmd, { stdin = stdin, text = true })
+local function run(cmd, stdin, timeout, env)
+  local ok, proc = pcall(vim.system, cmd, { stdin = stdin, text = true, env = env })
   if not ok then
     return nil, tostring(proc)
   end
@@ -16,10 +16,10 @@ function M.check()
   local tandem = require('tandem')
   health.start('tandem')
 
-  if vim.fn.has('nvim-0.10') == 1 then
+  if vim.fn.has('nvim-0.11') == 1 then
     health.ok('Neovim ' .. tostring(vim.version()))
   else
-    health.error('Neovim 0.10 or newer is required')
+    health.error('Neovim 0.11 or newer is required (the plugin is tested on 0.11.4 only); upgrade Neovim')
   end
 
   local cmd = config.server_cmd()
@@ -61,7 +61,13 @@ function M.check()
   local shutdown = vim.json.encode({ jsonrpc = '2.0', id = 2, method = 'shutdown' })
   local argv = vim.deepcopy(cmd)
   argv[1] = path
-  local hs, err = run(argv, init .. '\n' .. shutdown .. '\n', 10000)
+  -- The server gets the same extra environment as when the plugin starts it.
+  local env, env_err = config.server_env()
+  if env_err then
+    health.error(env_err)
+    return
+  end
+  local hs, err = run(argv, init .. '\n' .. shutdown .. '\n', 10000, env)
   if not hs then
     health.error('could not run the server for a handshake: ' .. tostring(err))
     return
@@ -69,6 +75,13 @@ function M.check()
   local first = (hs.stdout or ''):match('[^\n]+')
   local ok, msg = pcall(vim.json.decode, first or '', { luanil = { object = true, array = true } })
   if not ok or type(msg) ~= 'table' or not msg.result then
+    local stderr = vim.trim(hs.stderr or '')
+    if hs.code ~= 0 and cf and stderr:lower():find('config', 1, true) then
+      -- It refused its config before answering: that is the cause, not the binary or the protocol.
+      health.error(('the server refused the config file %s (exit %s): %s'):format(vim.fn.expand(cf), tostring(hs.code),
+        stderr:sub(1, 600)), { 'Fix the config file where the message above says, then :Tandem restart' })
+      return
+    end
     health.error('protocol handshake failed (exit ' .. tostring(hs.code) .. ')', {
       'server stdout: ' .. (first or '(nothing)'),
       'server stderr: ' .. vim.trim(hs.stderr or ''):sub(1, 400),

@@ -4,6 +4,7 @@
 -- call's header and last line, reasoning ranges) are extmarks, because shell output for an
 -- earlier tool call can arrive after later blocks were written.
 local config = require('tandem.config')
+local diff = require('tandem.diff')
 
 local M = {}
 
@@ -13,7 +14,9 @@ M.ns = ns
 local buf = nil -- the chat buffer
 local stream = nil -- { kind = 'assistant'|'reasoning', start_mark, end_mark, text }
 local tools = {} -- toolCallId -> { header, tail, name, title, kind, status, out_open }
-local reasoning = {} -- list of { start_mark, end_mark }
+-- Foldable sections, each { start_mark, end_mark, kind = 'reasoning'|'diff' }: a reasoning block, or
+-- the diff of an applied edit. Each fold covers its own rows only (its header row and body).
+local folds = {}
 local fold_cache = { tick = -1, levels = {} }
 -- Row of the empty line a text stream leaves after a final newline; the next block reuses it so
 -- streamed text is not followed by a stray blank line.
@@ -51,10 +54,28 @@ function M.buffer()
   vim.bo[buf].bufhidden = 'hide'
   vim.bo[buf].swapfile = false
   vim.bo[buf].modifiable = false
-  vim.bo[buf].filetype = 'tandem_chat'
-  stream, tools, reasoning = nil, {}, {}
+  M.set_filetype(buf)
+  stream, tools, folds = nil, {}, {}
   M.apply_buffer_keymaps(buf)
   return buf
+end
+
+--- The chat is Markdown (the model writes Markdown): filetype=markdown, highlighted by the
+--- treesitter parsers Neovim ships (markdown, markdown_inline, and in code blocks lua, c, vim,
+--- vimdoc, query; other languages stay plain), with regex syntax as the fallback. No third-party
+--- plugin is needed, but markdown plugins the user has apply too. chat.markdown = false keeps the
+--- plain `tandem_chat` filetype.
+function M.set_filetype(b)
+  if config.options.chat.markdown == false then
+    vim.bo[b].filetype = 'tandem_chat'
+    return
+  end
+  -- Set from inside the buffer: a ftplugin's :setlocal of window options (markdown folding, if the
+  -- user enabled it) then lands on a scratch window, never on the window the user is in.
+  vim.api.nvim_buf_call(b, function()
+    vim.bo[b].filetype = 'markdown'
+  end)
+  M.treesitter = pcall(vim.treesitter.start, b, 'markdown')
 end
 
 local function with_modifiable(fn)
@@ -87,6 +108,14 @@ local function set_mark(row, id, opts)
   return vim.api.nvim_buf_set_extmark(M.buffer(), ns, row, 0, opts)
 end
 
+--- Replace the text of one row in place. Replacing the whole line (nvim_buf_set_lines) would move
+--- the extmarks on it to the next row, so a tool call whose block is that one row would lose its
+--- tail mark and later lines would land one row too low; replacing the text keeps them on the row.
+local function replace_line(b, row, text)
+  local old = vim.api.nvim_buf_get_lines(b, row, row + 1, false)[1] or ''
+  vim.api.nvim_buf_set_text(b, row, 0, row, #old, { text })
+end
+
 --- Keep chat windows scrolled to the end. The window the user is in follows only while its
 --- cursor was on the last line before this write, so scrolling up to read is not undone.
 local function follow(prev_count)
@@ -100,9 +129,26 @@ local function follow(prev_count)
   end
 end
 
+-- Notes written while a text stream was open ({ lines, hl }), shown right after that stream's
+-- block: written at once they would end the stream and split its words across lines.
+local deferred = {}
+local append
+
+--- Write the deferred notes (the stream they waited for has ended).
+local function flush_deferred()
+  local notes = deferred
+  deferred = {}
+  for _, n in ipairs(notes) do
+    append(n[1], n[2])
+  end
+end
+
 --- Append lines at the end; returns the 0-based row of the first one. Ends any text stream.
-local function append(lines, hl)
+function append(lines, hl)
   stream = nil
+  if #deferred > 0 then
+    flush_deferred()
+  end
   local first
   local prev = line_count()
   local reuse = blank_row ~= nil and blank_row == prev - 1
@@ -137,6 +183,16 @@ function M.line(text, hl)
   append(split_lines(text), hl)
 end
 
+--- Public: a note about something the user did (a steer queued) that must not cut into the text
+--- streaming now: written after the streamed block ends, or at once when nothing streams.
+function M.note(text, hl)
+  if stream then
+    table.insert(deferred, { split_lines(text), hl })
+  else
+    append(split_lines(text), hl)
+  end
+end
+
 --- Stream text into the block of `kind`, starting a new block when the kind changes.
 local function stream_text(kind, text)
   if text == nil or text == '' then
@@ -148,7 +204,7 @@ local function stream_text(kind, text)
       local row = append({ '▸ reasoning', '' }, 'Comment')
       local start_mark = set_mark(row)
       local end_mark = set_mark(row + 1)
-      table.insert(reasoning, { start_mark = start_mark, end_mark = end_mark })
+      table.insert(folds, { start_mark = start_mark, end_mark = end_mark, kind = 'reasoning' })
       -- One extmark spans the whole block and is stretched as text streams in.
       local hl_mark = vim.api.nvim_buf_set_extmark(b, ns, row + 1, 0, { hl_group = 'Comment', hl_eol = true, end_row = row + 1 })
       stream = { kind = kind, start_mark = start_mark, end_mark = end_mark, hl_mark = hl_mark, hl_row = row + 1, text = '' }
@@ -210,8 +266,7 @@ local function tool_output(tc, chunk)
     local tail = mark_row(tc.tail)
     with_modifiable(function()
       local cur = vim.api.nvim_buf_get_lines(b, tail, tail + 1, false)[1] or ''
-      vim.api.nvim_buf_set_lines(b, tail, tail + 1, false, { cur .. parts[1] })
-      set_mark(tail, tc.tail)
+      replace_line(b, tail, cur .. parts[1])
     end)
     table.remove(parts, 1)
   end
@@ -233,16 +288,13 @@ local function set_tool_status(tc, status)
   local b = M.buffer()
   local row = mark_row(tc.header)
   with_modifiable(function()
-    vim.api.nvim_buf_set_lines(b, row, row + 1, false, { tool_header(tc) })
+    replace_line(b, row, tool_header(tc))
     set_mark(row, tc.header, { line_hl_group = STATUS_HL[status] or 'Normal' })
-    if mark_row(tc.tail) < row then
-      set_mark(row, tc.tail)
-    end
   end)
 end
 
 local function result_preview(text)
-  local lines = split_lines(text)
+  local lines = split_lines((text:gsub('\n$', '')))
   local out = {}
   for i = 1, math.min(#lines, 6) do
     table.insert(out, '  → ' .. lines[i])
@@ -256,6 +308,7 @@ end
 local RENDER = {}
 
 function RENDER.turnStarted(ev)
+  last_error_notice = nil
   append({ '', '━━ tandem · ' .. (ev.model or '?') .. ' ━━' }, 'Title')
 end
 
@@ -277,6 +330,7 @@ function RENDER.assistantMessage(ev)
   end
   delta_seen = false
   stream = nil
+  flush_deferred()
 end
 
 function RENDER.toolCall(ev)
@@ -335,7 +389,7 @@ function RENDER.approvalResolved(ev)
   if tc and tc.wait_mark then
     local row = mark_row(tc.wait_mark)
     with_modifiable(function(b)
-      vim.api.nvim_buf_set_lines(b, row, row + 1, false, { text })
+      replace_line(b, row, text)
       set_mark(row, tc.wait_mark, { line_hl_group = hl })
     end)
     tc.wait_mark = nil
@@ -359,17 +413,63 @@ function RENDER.questionAsked(ev)
   append(lines, 'Question')
 end
 
+--- Counts of added and removed lines of one diff entry.
+local function diff_counts(entry)
+  local added, removed = 0, 0
+  for _, hunk in ipairs(diff.hunks(entry.oldText, entry.newText)) do
+    removed = removed + hunk[2]
+    added = added + hunk[4]
+  end
+  return added, removed
+end
+
+--- The diff of an applied edit, under the tool call's block: a header row that says what changed,
+--- then every line of the change in a ```diff block. The whole section is one fold, closed by
+--- default (chat.fold_diffs); the fold's line names the file and counts the lines it holds.
+local function tool_diff(tc, entries)
+  for _, entry in ipairs(entries or {}) do
+    local added, removed = diff_counts(entry)
+    local lines = { ('  ▸ applied diff · %s · +%d −%d'):format(entry.path or '?', added, removed), '```diff' }
+    local body, marks = diff.render(entry)
+    local offset = #lines
+    vim.list_extend(lines, body)
+    table.insert(lines, '```')
+    local first = mark_row(tc.tail) + 1
+    -- Neovim computes the folds of inserted lines while inserting them, so the fold must be known
+    -- before the lines exist: its rows stand in for the extmarks until they can be set.
+    local fold = { kind = 'diff', rows = { first, first + #lines - 1 } }
+    table.insert(folds, fold)
+    tool_append(tc, lines, nil)
+    local b = M.buffer()
+    vim.api.nvim_buf_set_extmark(b, ns, first, 0, { line_hl_group = 'Special' })
+    for _, m in ipairs(marks) do
+      vim.api.nvim_buf_set_extmark(b, ns, first + offset + m[1], 0, { line_hl_group = m[2] })
+    end
+    fold.start_mark, fold.end_mark, fold.rows = set_mark(first), set_mark(first + #lines - 1), nil
+  end
+end
+
 function RENDER.toolCallUpdate(ev)
   local tc = ensure_tool(ev)
   if ev.status and ev.status ~= tc.status then
     set_tool_status(tc, ev.status)
   end
   if ev.output and ev.output ~= '' then
+    tc.had_output = true
     tool_output(tc, ev.output)
   end
   if ev.result and ev.result ~= '' and ev.status ~= 'running' then
     tc.out_open = false
-    tool_append(tc, result_preview(ev.result), 'Comment')
+    if tc.had_output then
+      -- The output already streamed above ("│ …"); the result repeats it after its first line
+      -- (`exit code N`), so show only that line.
+      tool_append(tc, { '  → ' .. split_lines(ev.result)[1] .. ' (output above)' }, 'Comment')
+    else
+      tool_append(tc, result_preview(ev.result), 'Comment')
+    end
+  end
+  if ev.diff and ev.status == 'completed' then
+    tool_diff(tc, ev.diff)
   end
 end
 
@@ -389,7 +489,12 @@ function RENDER.modelSwitched(ev)
   append({ ('⇄ model %s → %s%s'):format(ev.from or '?', ev.to or '?', ev.warning and ('  (' .. ev.warning .. ')') or '') }, 'Special')
 end
 
+local last_error_notice = nil -- text of this turn's error notice; turnEnded repeats it in error.message
+
 function RENDER.notice(ev)
+  if ev.kind == 'error' then
+    last_error_notice = ev.text
+  end
   local hl = ev.kind == 'error' and 'ErrorMsg' or 'WarningMsg'
   append(vim.tbl_map(function(l)
     return '! ' .. l
@@ -398,14 +503,24 @@ end
 
 function RENDER.usage(ev)
   local cached = ev.cachedTokens and (' · cached ' .. ev.cachedTokens) or ''
-  append({ ('  usage · %s · in %d · out %d%s'):format(ev.model or '?', ev.inputTokens or 0, ev.outputTokens or 0, cached) }, 'NonText')
+  local gauge = require('tandem').gauge_text()
+  append({ ('  usage · %s · in %d · out %d%s%s'):format(ev.model or '?', ev.inputTokens or 0, ev.outputTokens or 0, cached,
+    gauge ~= '' and (' · ' .. gauge) or '') }, 'NonText')
 end
 
 function RENDER.turnEnded(ev)
   local lines = { '── turn ended: ' .. (ev.reason or '?') .. ' ──' }
   if ev.error then
-    table.insert(lines, '! ' .. (ev.error.message or 'error') .. (ev.error.retriable and '  (:Tandem retry)' or ''))
+    if ev.error.message ~= nil and ev.error.message == last_error_notice then
+      -- The error notice just above says it already; only the next step is new.
+      if ev.error.retriable then
+        table.insert(lines, '! :Tandem retry tries the same request again')
+      end
+    else
+      table.insert(lines, '! ' .. (ev.error.message or 'error') .. (ev.error.retriable and '  (:Tandem retry)' or ''))
+    end
   end
+  last_error_notice = nil
   append(lines, ev.reason == 'completed' and 'Comment' or 'WarningMsg')
 end
 
@@ -417,12 +532,15 @@ function M.render(ev)
   end
 end
 
-function M.user_prompt(text, context)
+function M.user_prompt(text, context, attached)
   local lines = { '', '━━ You ━━' }
   vim.list_extend(lines, split_lines(text))
   if context then
     local first = split_lines(context)[1]
     table.insert(lines, '  + ' .. first)
+  end
+  for _, path in ipairs(attached or {}) do
+    table.insert(lines, '  + attached ' .. path)
   end
   append(lines, nil)
   local b = M.buffer()
@@ -455,6 +573,9 @@ function M.load_history(res)
           if call.result then
             tool_append(tc, result_preview(call.result), 'Comment')
           end
+          if call.diff and call.status == 'completed' then
+            tool_diff(tc, call.diff)
+          end
         end
       end
     elseif m.role == 'notice' then
@@ -468,7 +589,7 @@ function M.clear()
     vim.api.nvim_buf_clear_namespace(b, ns, 0, -1)
     vim.api.nvim_buf_set_lines(b, 0, -1, false, { '' })
   end)
-  stream, tools, reasoning, blank_row = nil, {}, {}, nil
+  stream, tools, folds, blank_row, deferred = nil, {}, {}, nil, {}
 end
 
 -- Folding: reasoning blocks are closed folds (foldlevel 0), computed from their extmarks.
@@ -479,9 +600,18 @@ local function fold_levels()
     return fold_cache.levels
   end
   local levels = {}
-  for _, r in ipairs(reasoning) do
-    local s, e = mark_row(r.start_mark), mark_row(r.end_mark)
-    if s and e and e >= s then
+  local want = {
+    reasoning = config.options.chat.fold_reasoning ~= false,
+    diff = config.options.chat.fold_diffs ~= false,
+  }
+  for _, r in ipairs(folds) do
+    local s, e
+    if r.rows then
+      s, e = r.rows[1], r.rows[2]
+    else
+      s, e = mark_row(r.start_mark), mark_row(r.end_mark)
+    end
+    if want[r.kind] and s and e and e > s then
       levels[s + 1] = '>1'
       for l = s + 2, e + 1 do
         levels[l] = '1'
@@ -501,9 +631,15 @@ function M.foldexpr(lnum)
   return fold_levels()[lnum or vim.v.lnum] or '0'
 end
 
+--- The closed fold's line: its header row as written, plus how many lines it holds, so a fold
+--- always says what it hides and how to open it.
 function M.foldtext()
-  local n = vim.v.foldend - vim.v.foldstart + 1
-  return ('▸ reasoning (%d lines, zo opens)'):format(n - 1)
+  local n = vim.v.foldend - vim.v.foldstart
+  local first = vim.api.nvim_buf_get_lines(0, vim.v.foldstart - 1, vim.v.foldstart, false)[1] or ''
+  if first:find('^%s*▸ reasoning') then
+    return ('▸ reasoning (%d lines, zo opens)'):format(n)
+  end
+  return ('%s (%d line%s folded, zo opens)'):format(first, n, n == 1 and '' or 's')
 end
 
 --- Window options of a chat window. They are set with :setlocal semantics (scope = 'local'), so
@@ -518,12 +654,29 @@ local function setup_window(win)
   set('number', false)
   set('relativenumber', false)
   set('signcolumn', 'no')
-  if config.options.chat.fold_reasoning ~= false then
+  -- Model, mode, network and the context gauge, always in view above the chat.
+  set('winbar', "%{v:lua.require'tandem'.winbar()}")
+  if config.options.chat.fold_reasoning ~= false or config.options.chat.fold_diffs ~= false then
     set('foldmethod', 'expr')
     set('foldexpr', "v:lua.require'tandem.ui'.foldexpr(v:lnum)")
     set('foldtext', "v:lua.require'tandem.ui'.foldtext()")
     set('foldlevel', 0)
     set('foldenable', true)
+  end
+end
+
+--- Redraw the chat windows' bars (model, mode, network, gauge). Setting the option again marks
+--- just those bars for redraw; :redrawstatus! redraws every window and, with a float and a diff
+--- tab open, trips an assertion in Neovim 0.11.4's grid code.
+function M.refresh_bar()
+  if not valid() then
+    return
+  end
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    local bar = vim.api.nvim_get_option_value('winbar', { win = win, scope = 'local' })
+    if bar ~= '' then
+      vim.api.nvim_set_option_value('winbar', bar, { win = win, scope = 'local' })
+    end
   end
 end
 
@@ -605,36 +758,18 @@ function M.text()
   return table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '\n')
 end
 
+--- The chat's buffer-local keys (keymaps.chat = { action = lhs }): each maps to the action's
+--- <Plug>(Tandem…) mapping (plugin/tandem.lua), so a key does exactly what the <Plug> does.
 function M.apply_buffer_keymaps(b)
   local keys = config.options.keymaps.chat or {}
-  local tandem = function()
-    return require('tandem')
-  end
-  local map = {
-    prompt = function()
-      tandem().prompt()
-    end,
-    steer = function()
-      tandem().steer()
-    end,
-    stop = function()
-      tandem().stop()
-    end,
-    model = function()
-      tandem().pick_model()
-    end,
-    mode = function()
-      tandem().pick_mode()
-    end,
-    approvals = function()
-      require('tandem.approval').show()
-    end,
-    close = M.close,
+  local plugs = {
+    prompt = 'TandemPrompt', steer = 'TandemSteer', stop = 'TandemStop', model = 'TandemModel',
+    mode = 'TandemMode', approvals = 'TandemApprovals', close = 'TandemClose',
   }
-  for action, fn in pairs(map) do
+  for action, plug in pairs(plugs) do
     local lhs = keys[action]
     if lhs then
-      vim.keymap.set('n', lhs, fn, { buffer = b, nowait = true, desc = 'tandem: ' .. action })
+      vim.keymap.set('n', lhs, '<Plug>(' .. plug .. ')', { buffer = b, nowait = true, remap = true, desc = 'tandem: ' .. action })
     end
   end
 end

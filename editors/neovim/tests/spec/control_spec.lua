@@ -118,12 +118,10 @@ describe('session control', function()
       end
     end
     vim.cmd('Tandem mode')
-    h.wait(function()
-      local s = require('tandem').state.session
-      return s and s.mode == 'fullAuto'
-    end, 'mode fullAuto')
+    h.wait_chat('mode: fullAuto')
     vim.cmd('Tandem prompt write auto')
     h.wait_turn_end('completed')
+    assert.equals('fullAuto', require('tandem').state.session.mode, 'the session starts in the mode picked before it')
     assert.equals('auto\n', h.read(ctx.ws .. '/auto.txt'))
     assert.equals(0, #h.events('approvalRequested'))
   end)
@@ -142,9 +140,11 @@ describe('session control', function()
     end
     -- With a store: start another session, then resume the first one from the list.
     vim.cmd('Tandem new')
+    assert.is_nil(t.state.session, 'the next prompt starts the new session')
+    vim.cmd('Tandem prompt second session')
     h.wait(function()
-      return t.state.session.sessionId ~= first
-    end, 'a new session')
+      return #h.events('turnEnded') == 2
+    end, 'the second session\'s turn')
     ctx.select = function(items)
       for _, s in ipairs(items) do
         if s.sessionId == first then

@@ -116,7 +116,7 @@ describe('server lifecycle', function()
     vim.fn.writefile(vim.fn.readfile(h.root .. '/doc/tandem.txt'), dir .. '/tandem.txt')
     vim.cmd('helptags ' .. vim.fn.fnameescape(dir))
     local tags = table.concat(vim.fn.readfile(dir .. '/tags'), '\n')
-    for _, sub in ipairs(require('tandem').subcommands) do
+    for _, sub in ipairs(require('tandem.commands').names()) do
       assert.truthy(tags:find(':Tandem-' .. sub .. '\t', 1, true), 'no help tag for :Tandem ' .. sub)
     end
   end)

@@ -1,0 +1,130 @@
+-- tandem/_meta/protocol.lua: LuaCATS types of the tandem protocol messages the plugin reads (protocol.md is the reference); never loaded at run time.
+---@meta
+
+---@class tandem.ModelInfo A model of the catalog (initialize, models/list).
+---@field id string what session/new and switchModel take
+---@field provider string the config's provider entry
+---@field name string the model id sent to the provider
+---@field contextWindow integer tokens
+---@field maxOutputTokens? integer
+---@field vision boolean
+---@field pdf boolean
+---@field reasoning boolean
+---@field parallelToolCalls boolean
+
+---@class tandem.InitializeResult
+---@field protocolVersion integer
+---@field serverInfo { name: 'tandem', version: string }
+---@field capabilities { sessionStore: boolean, framing: 'ndjson'|'contentLength', imagePrompts: boolean, documentPrompts: boolean }
+---@field models tandem.ModelInfo[]
+---@field defaultModel string
+
+---@class tandem.ModelsListResult
+---@field models tandem.ModelInfo[]
+---@field defaultModel string
+
+---@alias tandem.Mode 'ask'|'autoEdit'|'plan'|'fullAuto'
+---@alias tandem.Decision 'once'|'alwaysTool'|'alwaysCommand'|'deny'
+---@alias tandem.ToolStatus 'running'|'completed'|'failed'|'denied'|'interrupted'
+
+---@class tandem.SessionNewResult
+---@field sessionId string
+---@field model string
+---@field mode tandem.Mode
+
+---@class tandem.SessionSummary An entry of session/list (most recently updated first).
+---@field sessionId string
+---@field cwd string the canonical workspace root
+---@field title? string the first 80 characters of the first prompt
+---@field model string
+---@field updatedAt integer milliseconds since the epoch
+
+---@class tandem.SessionLoadResult A page of session/load.
+---@field sessionId string
+---@field cwd string
+---@field model string
+---@field mode tandem.Mode
+---@field state 'idle'|'running'
+---@field networkAccess? boolean
+---@field messages table[] the history page, oldest first
+---@field pending? table[] approvalRequested and questionAsked events still open
+---@field cursor? string present when older messages were left out
+
+---@class tandem.DiffEntry One file of a proposed or applied change.
+---@field path string
+---@field oldText? string nil (JSON null) for a new file
+---@field newText string
+---@field unified string
+
+---@class tandem.Event The params of a session/event notification.
+---@field sessionId string
+---@field seq integer
+---@field turnId? string
+---@field type string one of the event types below
+
+---@class tandem.AssistantDelta: tandem.Event
+---@field text string
+
+---@class tandem.ToolCall: tandem.Event
+---@field toolCallId string
+---@field name string
+---@field kind 'read'|'search'|'edit'|'delete'|'move'|'execute'|'think'|'fetch'|'other'
+---@field title string
+---@field arguments any
+---@field locations? { path: string, line?: integer }[]
+
+---@class tandem.ApprovalOption
+---@field decision tandem.Decision
+---@field label string
+---@field commandPrefix? string
+
+---@class tandem.ApprovalRequested: tandem.Event
+---@field requestId string
+---@field toolCallId string
+---@field name string
+---@field kind string
+---@field title string
+---@field reason string ends with "too large to show in full" for a cut proposal
+---@field arguments any
+---@field diff? tandem.DiffEntry[]
+---@field command? string
+---@field cwd? string
+---@field options tandem.ApprovalOption[]
+---@field argumentsDigest string
+
+---@class tandem.ApprovalResolved: tandem.Event
+---@field requestId string
+---@field decision tandem.Decision
+
+---@class tandem.QuestionAsked: tandem.Event
+---@field requestId string
+---@field toolCallId string
+---@field question string
+---@field choices? string[]
+---@field plan? string
+
+---@class tandem.ToolCallUpdate: tandem.Event
+---@field toolCallId string
+---@field status tandem.ToolStatus
+---@field output? string a chunk of shell output, with running
+---@field result? string the tool result, with a final status
+---@field diff? tandem.DiffEntry[] the change written, with completed (write_file, edit_file)
+
+---@class tandem.Notice: tandem.Event
+---@field kind 'interrupted'|'error'|'retrying'|'warning'|'network'
+---@field text string
+
+---@class tandem.Usage: tandem.Event
+---@field model string
+---@field inputTokens integer
+---@field outputTokens integer
+---@field cachedTokens? integer
+
+---@class tandem.TurnEnded: tandem.Event
+---@field reason 'completed'|'interrupted'|'error'|'maxIterations'|'contextExceeded'
+---@field error? { message: string, retriable: boolean }
+
+---@class tandem.RpcError A JSON-RPC error object.
+---@field code integer
+---@field message string
+---@field data? { kind: string }
