@@ -12,14 +12,15 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::oneshot;
-
 use super::display;
 use super::emitter::Emitter;
 use super::history::{now_ms, Message, NoticeKind, Role};
+pub use super::pending::{
+    DenyMemory, PendingKind, PendingRequest, ProposalShown, RecordedDecision, Resolution,
+};
 use super::EngineContext;
 use crate::permissions::{PermissionRules, RuleKind};
-use crate::protocol::{Decision, ErrorKind, Event, Mode};
+use crate::protocol::{ErrorKind, Event, Mode};
 use crate::store::{Durability, MessageRow, PendingRecord, RuleRecord, SessionRecord, Store};
 use crate::tools::client_fs::ClientFs;
 use crate::workspace::Workspace;
@@ -205,93 +206,6 @@ impl UnparsedHistory {
     pub fn displays(&self) -> &[String] {
         &self.displays
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PendingKind {
-    Approval,
-    Question,
-}
-
-impl PendingKind {
-    /// The name the store keeps (`pending.kind`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PendingKind::Approval => "approval",
-            PendingKind::Question => "question",
-        }
-    }
-}
-
-/// What the store keeps of an answered request (`pending.decision`), so a turn resumed after a
-/// crash uses the answer instead of asking again. A storage shape, like the history's types.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(untagged)]
-pub enum RecordedDecision {
-    #[serde(rename_all = "camelCase")]
-    Approval {
-        decision: Decision,
-        #[serde(default)]
-        message: Option<String>,
-        #[serde(default)]
-        edited_content: Option<String>,
-    },
-    Answer {
-        answer: String,
-    },
-}
-
-impl RecordedDecision {
-    /// The stored decision of a request of `kind`, if it parses as one of that kind.
-    pub fn parse(kind: PendingKind, json: &str) -> Option<RecordedDecision> {
-        let decision: RecordedDecision = serde_json::from_str(json).ok()?;
-        match (&decision, kind) {
-            (RecordedDecision::Approval { .. }, PendingKind::Approval)
-            | (RecordedDecision::Answer { .. }, PendingKind::Question) => Some(decision),
-            _ => None,
-        }
-    }
-}
-
-/// Whether a `deny` also refuses the same tool (or command prefix) for the rest of the session:
-/// ACP's `reject_always`. The native protocol's `deny` is always [`DenyMemory::ThisCallOnly`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DenyMemory {
-    ThisCallOnly,
-    RestOfSession,
-}
-
-/// The user's answer to a pending request.
-#[derive(Debug)]
-pub enum Resolution {
-    Approval {
-        decision: Decision,
-        message: Option<String>,
-        edited_content: Option<String>,
-        /// Only read with `Decision::Deny`.
-        deny_memory: DenyMemory,
-    },
-    Answer(String),
-}
-
-pub struct PendingRequest {
-    pub kind: PendingKind,
-    pub tool_call_id: String,
-    pub turn_id: String,
-    /// The event that asked, shown again by `session/load`.
-    pub payload: serde_json::Value,
-    /// Whether the client was shown the whole proposal; an edit of a cut one is refused.
-    pub shown: ProposalShown,
-    pub sender: oneshot::Sender<Resolution>,
-}
-
-/// How much of a proposed change its approval shows (see `engine::turn::authorize::fit_approval`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProposalShown {
-    /// Every byte of the arguments and the diff.
-    Whole,
-    /// Too large for one message: long parts are cut, each with a note.
-    Cut,
 }
 
 /// State shared by the actor and the running turn.
@@ -808,52 +722,4 @@ fn final_display(state: &ConversationState, message: &Message) -> Option<String>
     display::settled_displays(position as u64, std::slice::from_ref(message))
         .pop()
         .map(|entry| entry.display)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn recorded_decisions_read_what_earlier_versions_stored_and_keep_their_kind() {
-        // The shapes tandem stored before the type existed (built with `json!`).
-        let approval = r#"{"decision":"alwaysTool","message":null,"editedContent":"new text"}"#;
-        assert_eq!(
-            RecordedDecision::parse(PendingKind::Approval, approval),
-            Some(RecordedDecision::Approval {
-                decision: Decision::AlwaysTool,
-                message: None,
-                edited_content: Some("new text".to_owned()),
-            })
-        );
-        let answer = r#"{"answer":"yes"}"#;
-        assert_eq!(
-            RecordedDecision::parse(PendingKind::Question, answer),
-            Some(RecordedDecision::Answer {
-                answer: "yes".to_owned()
-            })
-        );
-        // A row of the other kind, or garbage, is no decision: the request is asked again.
-        assert_eq!(RecordedDecision::parse(PendingKind::Approval, answer), None);
-        assert_eq!(
-            RecordedDecision::parse(PendingKind::Question, approval),
-            None
-        );
-        assert_eq!(RecordedDecision::parse(PendingKind::Approval, "{"), None);
-        // What is stored now reads back the same.
-        let deny = RecordedDecision::Approval {
-            decision: Decision::Deny,
-            message: Some("no".to_owned()),
-            edited_content: None,
-        };
-        let json = serde_json::to_string(&deny).unwrap();
-        assert_eq!(
-            json,
-            r#"{"decision":"deny","message":"no","editedContent":null}"#
-        );
-        assert_eq!(
-            RecordedDecision::parse(PendingKind::Approval, &json),
-            Some(deny)
-        );
-    }
 }

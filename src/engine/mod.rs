@@ -12,6 +12,7 @@ pub mod display;
 pub mod emitter;
 pub mod history;
 pub mod outbound;
+pub mod pending;
 pub mod turn;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -7,6 +7,11 @@
 //! holds no agent logic: it translates.
 
 pub mod framing;
+mod load;
+mod params;
+
+use load::load_response;
+use params::{params, params_with_mode, prompt_parts};
 pub mod rpc;
 mod stdout;
 
@@ -15,17 +20,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
 
 use crate::config::Config;
-use crate::engine::history::Part;
 use crate::engine::EngineContext;
-use crate::protocol::{self as wire, fit, method, ErrorKind, Event, Framing, RpcErrorObject};
-use crate::session::display::display_history;
+use crate::protocol::{self as wire, method, ErrorKind, Event, Framing, RpcErrorObject};
 use crate::session::{self, EventSink, NewSession, Op, SessionError, SessionHandle};
 use crate::store::Store;
 use crate::workspace::Workspace;
@@ -174,71 +176,6 @@ struct Server {
     host: Host<()>,
     initialized: bool,
     framing: Framing,
-}
-
-/// Decode a method's params. A field of the wrong JSON type, a missing required field or a value
-/// outside a closed set is `-32602 invalidParams`, with the field's path in the message and in
-/// `data.field`, so a client sees exactly what to fix. This runs before any semantic check (does
-/// the session exist, is the model known), so a malformed request never reaches the engine.
-fn params<T: DeserializeOwned>(method: &str, value: Value) -> Result<T, RpcErrorObject> {
-    serde_path_to_error::deserialize(value).map_err(|error| {
-        let path = error.path().to_string();
-        let inner = error.into_inner().to_string();
-        // serde names a missing field in its message and points the path at the object that
-        // lacks it; the field itself is the useful path.
-        let field = match inner
-            .strip_prefix("missing field `")
-            .and_then(|rest| rest.strip_suffix('`'))
-        {
-            Some(missing) if path == "." => missing.to_owned(),
-            Some(missing) => format!("{path}.{missing}"),
-            None => path,
-        };
-        // A missing top-level field is named by serde's own words already.
-        let what = if field == "." || !field.contains(['.', '[']) && inner.starts_with("missing") {
-            format!("invalid params for `{method}`: {inner}")
-        } else {
-            format!("invalid params for `{method}`: `{field}`: {inner}")
-        };
-        let mut error = RpcErrorObject::new(
-            ErrorKind::InvalidParams,
-            format!("{what}; see the `{method}` section of protocol.md for its params"),
-        );
-        if field != "." {
-            error.data.field = Some(field);
-        }
-        error
-    })
-}
-
-/// Decode the params of a method with a `mode` field. The types are checked first (a `mode` that
-/// is not a string is `invalidParams` like any other field); a string that names no mode is then
-/// `invalidMode`, listing the modes, because that is a question of which modes exist, not of shape.
-fn params_with_mode<T: DeserializeOwned>(
-    method: &str,
-    mut raw: Value,
-) -> Result<T, RpcErrorObject> {
-    let unknown_mode = match raw.get_mut("mode") {
-        Some(slot @ Value::String(_))
-            if slot
-                .as_str()
-                .is_some_and(|m| m.parse::<crate::protocol::Mode>().is_err()) =>
-        {
-            // Stand in a valid mode so the type check covers every other field first.
-            Some(std::mem::replace(slot, Value::String("ask".to_owned())))
-        }
-        _ => None,
-    };
-    let decoded = params(method, raw)?;
-    match unknown_mode {
-        Some(mode) => Err(RpcErrorObject::new(
-            ErrorKind::InvalidMode,
-            format!(
-                "unknown mode {mode}; use one of \"ask\", \"autoEdit\", \"plan\", \"fullAuto\""
-            ),
-        )),
-        None => Ok(decoded),
-    }
 }
 
 fn session_error(error: SessionError) -> RpcErrorObject {
@@ -756,33 +693,6 @@ fn model_catalog(config: &crate::config::Config) -> Vec<wire::ModelInfo> {
         .collect()
 }
 
-fn prompt_parts(content: wire::PromptContent) -> Result<Vec<Part>, RpcErrorObject> {
-    let parts: Vec<Part> = match content {
-        wire::PromptContent::Text(text) => vec![Part::Text { text }],
-        wire::PromptContent::Parts(parts) => parts
-            .into_iter()
-            .map(|p| match p {
-                wire::ContentPart::Text { text } => Part::Text { text },
-                wire::ContentPart::Image { mime_type, data } => Part::Image { mime_type, data },
-                wire::ContentPart::Document {
-                    mime_type,
-                    data,
-                    name,
-                } => Part::Document {
-                    mime_type,
-                    data,
-                    name,
-                },
-            })
-            .collect(),
-    };
-    // Checked here too so a bad prompt is `invalidParams` before the session is looked up.
-    match crate::engine::history::prompt_problem(&parts) {
-        Some(problem) => Err(RpcErrorObject::new(ErrorKind::InvalidParams, problem)),
-        None => Ok(parts),
-    }
-}
-
 /// Build an [`Outbound`] and its receiver, for in-process drivers (benchmarks, tests).
 pub fn outbound_channel() -> (Outbound, mpsc::UnboundedReceiver<Vec<u8>>) {
     let (tx, rx) = mpsc::unbounded_channel();
@@ -806,170 +716,4 @@ pub fn outbound_to_fd(
         },
         writer,
     )
-}
-
-/// The `session/load` response, serialized on the blocking pool: for a long session, building
-/// and serializing the display history takes milliseconds that must not stall the runtime.
-///
-/// The state lock is held while it serializes, so the history cannot change underneath; a
-/// restored session's turn has not resumed yet, and a live one waits at most that long. The
-/// entries of a restored session's unparsed messages are the stored ones, copied as they are;
-/// the rest are built from the parsed history.
-/// Build the `session/load` reply: the session's head and the newest page of its display
-/// history that fits the frame cap.
-///
-/// Messages are numbered by their position in the display history (stored entries first, then
-/// the ones computed from the parsed history); the history only grows at its end, so a
-/// position names the same message for the session's life. A page runs from the newest
-/// message before `cursor` (all of them without one) back as far as fits
-/// [`framing::MAX_FRAME_BYTES`] beside the head; when older messages remain, the reply's
-/// `cursor` is the position of its first message. One entry larger than
-/// [`fit::LOAD_ENTRY_BYTES`] (a 15 MB `editedContent`) has its long strings cut with a note;
-/// the history itself keeps every byte.
-async fn load_response(
-    shared: Arc<session::Conversation>,
-    id: Value,
-    cwd: String,
-    pending: Vec<Value>,
-    cursor: Option<String>,
-) -> Vec<u8> {
-    let id_for_error = id.clone();
-    tokio::task::spawn_blocking(move || shared.read(|state| {
-        let stored: Vec<&str> = state
-            .unparsed
-            .as_ref()
-            .map_or(&[][..], session::UnparsedHistory::displays)
-            .iter()
-            .map(String::as_str)
-            .filter(|d| !d.is_empty())
-            .collect();
-        let computed = display_history(&state.history);
-        let total = stored.len() + computed.len();
-        let end = match cursor.as_deref().map(str::parse::<usize>) {
-            None => total,
-            Some(Ok(position)) if position <= total => position,
-            Some(_) => {
-                return rpc::error_message(
-                    &id,
-                    &RpcErrorObject::new(
-                        ErrorKind::InvalidParams,
-                        format!(
-                            "cursor {:?} is not a position in this session's {total} messages; send the `cursor` of an earlier session/load result, or none for the newest page",
-                            cursor.unwrap_or_default()
-                        ),
-                    ),
-                )
-            }
-        };
-        let mut head = LoadResultHead {
-            session_id: &shared.id,
-            cwd: &cwd,
-            model: &state.model,
-            mode: state.mode,
-            state: if state.active_turn.is_some() {
-                wire::ConversationState::Running
-            } else {
-                wire::ConversationState::Idle
-            },
-            network_access: state.allow_network,
-            pending: &pending,
-            usage: state
-                .usage
-                .iter()
-                .map(|u| wire::UsageTotal {
-                    model: u.model.clone(),
-                    input_tokens: u.input_tokens,
-                    output_tokens: u.output_tokens,
-                    cached_tokens: u.cached_tokens,
-                })
-                .collect(),
-            cursor: None,
-        };
-        // Room for the envelope, the id, the cursor and the array's brackets.
-        let budget = framing::MAX_FRAME_BYTES
-            .saturating_sub(fit::serialized_len(&head) + fit::serialized_len(&id) + 1024);
-        let mut page: Vec<std::borrow::Cow<'_, [u8]>> = Vec::new();
-        let mut used = 0;
-        let mut start = end;
-        while start > 0 {
-            let position = start - 1;
-            let entry: std::borrow::Cow<'_, [u8]> = match stored.get(position) {
-                Some(text) => std::borrow::Cow::Borrowed(text.as_bytes()),
-                None => match serde_json::to_vec(&computed[position - stored.len()]) {
-                    Ok(bytes) => std::borrow::Cow::Owned(bytes),
-                    Err(e) => {
-                        return rpc::error_message(
-                            &id,
-                            &RpcErrorObject::new(
-                                ErrorKind::Internal,
-                                format!("message {position} could not be shown: {e}"),
-                            ),
-                        )
-                    }
-                },
-            };
-            let entry = fit_entry(entry);
-            if used + entry.len() + 1 > budget && !page.is_empty() {
-                break;
-            }
-            used += entry.len() + 1;
-            page.push(entry);
-            start = position;
-        }
-        page.reverse();
-        head.cursor = (start > 0).then(|| start.to_string());
-        rpc::result_message_with_array(&id, head, "messages", used + 4096, |out| {
-            for (index, entry) in page.iter().enumerate() {
-                if index > 0 {
-                    out.push(b',');
-                }
-                out.extend_from_slice(entry);
-            }
-            Ok(())
-        })
-    }))
-    .await
-    .unwrap_or_else(|e| {
-        rpc::error_message(
-            &id_for_error,
-            &RpcErrorObject::new(
-                ErrorKind::Internal,
-                format!("building the session/load response crashed: {e}"),
-            ),
-        )
-    })
-}
-
-/// One display entry under [`fit::LOAD_ENTRY_BYTES`]: its long strings cut with a note.
-fn fit_entry(entry: std::borrow::Cow<'_, [u8]>) -> std::borrow::Cow<'_, [u8]> {
-    if entry.len() <= fit::LOAD_ENTRY_BYTES {
-        return entry;
-    }
-    let Ok(mut value) = serde_json::from_slice::<Value>(&entry) else {
-        return entry;
-    };
-    fit::fit_value(&mut value, fit::LOAD_ENTRY_BYTES);
-    match serde_json::to_vec(&value) {
-        Ok(bytes) => std::borrow::Cow::Owned(bytes),
-        Err(_) => entry,
-    }
-}
-
-/// [`wire::SessionLoadResult`] without its `messages`, borrowing from the session; the reply
-/// appends `messages` as the last member (see [`rpc::result_message_with_array`]).
-/// `tests/it/protocol_doc.rs` decodes what the server writes into the wire type and checks that
-/// it encodes back the same.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct LoadResultHead<'a> {
-    session_id: &'a str,
-    cwd: &'a str,
-    model: &'a str,
-    mode: wire::Mode,
-    state: wire::ConversationState,
-    network_access: bool,
-    pending: &'a [Value],
-    usage: Vec<wire::UsageTotal>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cursor: Option<String>,
 }
