@@ -1,6 +1,8 @@
 // The chat webview view (`tandem.chat` in the tandem activity-bar container): builds its HTML with a strict
 // CSP, wires the ready handshake to the ViewBridge, forwards the webview's messages to the controller and
 // reports when VS Code first shows the view (it resolves a view only when it becomes visible).
+// The HTML says "Loading" until the script's first snapshot replaces it: a webview shown for the first time
+// (a palette prompt in a window whose chat was never open) takes 1.5-3.5 s to boot, and was blank meanwhile.
 import * as crypto from 'node:crypto';
 import * as vscode from 'vscode';
 import type { ViewBridge } from './viewBridge';
@@ -14,6 +16,7 @@ export type WebviewMessage =
   | { type: 'answer'; requestId: string; answer: string }
   | { type: 'openDiff'; requestId: string; path?: string }
   | { type: 'openPlan'; requestId: string }
+  | { type: 'openAppliedDiff'; toolCallId: string; path?: string }
   | { type: 'command'; command: string };
 
 export class ChatViewProvider implements vscode.WebviewViewProvider {
@@ -51,6 +54,16 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
     this.onResolved();
   }
 
+  /**
+   * Shows a view VS Code resolved already without moving the focus (false when it never was: only the
+   * container command can show it then, and that focuses it).
+   */
+  showWithoutFocus(): boolean {
+    if (!this.view) return false;
+    this.view.show(true);
+    return true;
+  }
+
   /** Focuses the prompt box (after the view is shown). */
   focusInput(): void {
     this.bridge.send({ type: 'focus' });
@@ -84,7 +97,8 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
   <button id="new" class="chip" title="New session" data-testid="new-session">+</button>
 </header>
 <div id="banner" class="banner" data-testid="banner" hidden></div>
-<main id="log" data-testid="log" aria-live="polite"></main>
+<div id="resume" class="resume" hidden><span id="resume-title"></span> <button id="resume-last" data-testid="resume-last" type="button">Resume last session</button></div>
+<main id="log" data-testid="log" aria-live="polite"><div class="notice" data-testid="loading">Loading the tandem chat…</div></main>
 <footer>
   <div id="ended" class="ended" data-testid="turn-ended"></div>
   <div id="usage" class="usage" data-testid="usage"></div>

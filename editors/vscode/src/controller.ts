@@ -15,7 +15,8 @@ import { askQuestion, PlanDocuments, reviewPlan, type QuestionHandle } from './q
 import { Supervisor } from './supervisor';
 import { ViewBridge } from './viewBridge';
 import { errorKind, DECISION_LABELS, MODES, MODE_DESCRIPTIONS, type Decision, type InitializeResult, type Mode, type SessionEvent } from './protocol';
-import { editedContent, formatExit, hasDecision, isTooLargeToEdit, promptWithSelection, type SelectionContext } from './promptContext';
+import { editedContent, formatExit, hasDecision, isTooLargeToEdit, promptWithSelection, sessionPickItems, type SelectionContext } from './promptContext';
+import * as fs from 'node:fs';
 import { loadAllPages } from './loadPages';
 
 type ToolItem = Extract<ChatItem, { type: 'tool' }>;
@@ -136,6 +137,7 @@ export class Controller implements vscode.Disposable {
     this.state.setMeta({ server: 'ready', serverMessage: undefined, sessionStore: !!init.capabilities.sessionStore, models: init.models.map((m) => m.id) });
     if (!previous) {
       this.showDraft();
+      void this.offerLastSession();
     } else if (init.capabilities.sessionStore) {
       try {
         await this.loadSession(previous);
@@ -230,6 +232,7 @@ export class Controller implements vscode.Disposable {
     this.showDraft();
     this.bridge.resync();
     this.refreshUi({ items: [], meta: true });
+    void this.offerLastSession();
   }
 
   /** "New Session": stops a running turn and empties the chat; the server sees nothing until the next prompt. */
@@ -261,8 +264,45 @@ export class Controller implements vscode.Disposable {
     this.draft = {};
     this.state.reset({ sessionId: s.sessionId, model: s.model, mode: s.mode });
     this.state.loadHistory(s.messages ?? []);
+    this.state.loadUsage(s.usage, s.messages ?? []);
     this.bridge.resync();
     this.refreshUi({ items: [], meta: true });
+  }
+
+  /** The folder as the store keeps it: session/list compares canonical paths as strings (protocol.md). */
+  private canonicalCwd(): string {
+    try {
+      return fs.realpathSync(this.cwd);
+    } catch {
+      return this.cwd;
+    }
+  }
+
+  /**
+   * While the chat is an empty draft, offers the newest stored session of this folder ("Resume last session" in
+   * the chat). session/list only reads the store: nothing is created, and a session never prompted is not listed.
+   */
+  private async offerLastSession(): Promise<void> {
+    if (!this.client?.running || !this.init?.capabilities.sessionStore || this.state.meta.sessionId) return;
+    try {
+      const [newest] = sessionPickItems((await this.client.listSessions(this.canonicalCwd())).sessions);
+      if (this.state.meta.sessionId || this.state.items.some((i) => i.type !== 'notice')) return;
+      this.publish(this.state.setMeta({ lastSession: newest && { sessionId: newest.sessionId, title: newest.label, updatedAt: newest.updatedAt } }));
+    } catch (err) {
+      this.output.appendLine(`[tandem-vscode] could not list sessions for "Resume last session": ${msg(err)}`);
+    }
+  }
+
+  /** "Resume last session": the newest stored session of this folder. */
+  async resumeLast(): Promise<void> {
+    const client = await this.server();
+    if (!this.init?.capabilities.sessionStore) throw new Error('This tandem server keeps no session store, so there is no session to resume. Update tandem.');
+    const [newest] = sessionPickItems((await client.listSessions(this.canonicalCwd())).sessions);
+    if (!newest) {
+      void vscode.window.showInformationMessage('tandem has no past sessions for this folder yet: the first prompt starts one.');
+      return;
+    }
+    await this.loadSession(newest.sessionId);
   }
 
   async pickSession(): Promise<void> {
@@ -270,20 +310,16 @@ export class Controller implements vscode.Disposable {
     if (!this.init?.capabilities.sessionStore) {
       throw new Error('This tandem server keeps no session store yet, so past sessions cannot be resumed. Update tandem.');
     }
-    const { sessions } = await client.listSessions(this.cwd);
+    const { sessions } = await client.listSessions(this.canonicalCwd());
     if (!sessions.length) {
       void vscode.window.showInformationMessage('tandem has no past sessions for this folder yet.');
       return;
     }
-    const pick = await vscode.window.showQuickPick(
-      sessions.map((s) => ({
-        label: s.title || s.sessionId,
-        description: `${s.model} · ${new Date(s.updatedAt).toLocaleString()}`,
-        detail: s.cwd,
-        sessionId: s.sessionId,
-      })),
-      { title: 'Resume a tandem session', matchOnDescription: true },
-    );
+    // Newest first, by title (the session's first prompt) and date; sorted here too, not only trusted to the server.
+    const pick = await vscode.window.showQuickPick(sessionPickItems(sessions, this.state.meta.sessionId), {
+      title: 'Resume a tandem session (newest first)',
+      matchOnDescription: true,
+    });
     if (pick) await this.loadSession(pick.sessionId);
   }
 
@@ -404,6 +440,11 @@ export class Controller implements vscode.Disposable {
     try {
       await client.steer(sessionId, text);
       this.publish(this.state.addUser(text, true));
+      // The turn is parked on the user: the steer reaches the model only once they answered, so say so.
+      const waitingOn = this.state.pendingApprovals().length ? 'the pending approval' : this.state.pendingQuestions().length ? 'the pending question' : undefined;
+      if (waitingOn) {
+        this.publish(this.state.addNotice('steering', `Steering queued: the agent reads it at its next step, after you answer ${waitingOn} above.`));
+      }
     } catch (err) {
       if (errorKind(err) === 'noTurnRunning') throw new NoTurnToSteer();
       throw err;
@@ -505,14 +546,19 @@ export class Controller implements vscode.Disposable {
       { title: 'Set the tandem permission mode' },
     );
     if (!pick) return;
+    const mode = pick.label as Mode;
+    const notice = `Permission mode: ${mode} (${MODE_DESCRIPTIONS[mode]}).`;
     if (!this.state.meta.sessionId) {
-      this.draft.mode = pick.label as Mode;
+      this.draft.mode = mode;
       this.showDraft();
+      this.publish(this.state.addNotice('mode', `${notice} The first prompt's session starts in it.`));
       return;
     }
     const { client, sessionId } = this.requireSession();
-    await client.setMode(sessionId, pick.label as Mode);
-    this.publish(this.state.setMeta({ mode: pick.label as Mode }));
+    await client.setMode(sessionId, mode);
+    this.publish(this.state.setMeta({ mode }));
+    // The header chip changes quietly; the chat keeps a line saying from where on the agent may do more (or less).
+    this.publish(this.state.addNotice('mode', notice));
   }
 
   showLog(): void {

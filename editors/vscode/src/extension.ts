@@ -29,8 +29,11 @@ export function activate(context: vscode.ExtensionContext): void {
     await vscode.commands.executeCommand(`${ChatViewProvider.viewId}.focus`);
     if (focusInput) view.focusInput();
   };
+  // An approval or a question reveals the chat without taking the focus from the editor the user types in.
   c.revealChat = (focusInput = false) => {
-    if (!view.visible) void openChat(focusInput);
+    if (view.visible) return;
+    if (!focusInput && view.showWithoutFocus()) return;
+    void openChat(focusInput);
   };
 
   // Every command reports failures with the cause instead of failing silently.
@@ -71,6 +74,7 @@ export function activate(context: vscode.ExtensionContext): void {
   register('tandem.switchModel', () => c.pickModel());
   register('tandem.setMode', () => c.pickMode());
   register('tandem.sessions', () => c.pickSession());
+  register('tandem.resumeLast', () => c.resumeLast());
   register('tandem.newSession', () => c.newSession());
   register('tandem.restartServer', () => c.restart());
   register('tandem.showLog', () => c.showLog());
@@ -131,7 +135,12 @@ async function onWebviewMessage(c: Controller, m: WebviewMessage): Promise<void>
       case 'answer':
         return await c.answer(m.requestId, m.answer);
       case 'openDiff':
-        return await c.diffs.open(m.requestId, m.path);
+        return await c.diffs.open(m.requestId, m.path, { focus: true });
+      case 'openAppliedDiff': {
+        const tool = c.state.toolByCallId(m.toolCallId);
+        if (!tool?.diff?.length) throw new Error('That edit has no recorded diff any more (the chat was reset).');
+        return await c.diffs.openApplied(tool.toolCallId, tool.diff, m.path);
+      }
       case 'openPlan':
         return await c.plans.show(m.requestId);
       case 'command':

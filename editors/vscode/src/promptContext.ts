@@ -51,3 +51,31 @@ export function isTooLargeToEdit(reason: string | undefined): boolean {
 export function formatExit(code: number | null, signal: string | null): string {
   return signal ? `signal ${signal}` : `exit code ${code}`;
 }
+
+/** Added and removed lines of a unified diff (its ---/+++ headers excluded), for an applied edit's summary. */
+export function diffStat(unified: string): { added: number; removed: number } {
+  let added = 0;
+  let removed = 0;
+  for (const line of unified.split('\n')) {
+    if (line.startsWith('+++') || line.startsWith('---')) continue;
+    if (line.startsWith('+')) added++;
+    else if (line.startsWith('-')) removed++;
+  }
+  return { added, removed };
+}
+
+/** Sessions of `session/list` for a picker: newest first, by title (the first prompt) and date. */
+export function sessionPickItems<T extends { sessionId: string; title?: string; model: string; updatedAt: string | number }>(
+  sessions: T[],
+  current?: string,
+): { label: string; description: string; sessionId: string; updatedAt: number }[] {
+  return sessions
+    .map((s) => ({ s, at: typeof s.updatedAt === 'number' ? s.updatedAt : Date.parse(s.updatedAt) }))
+    .sort((a, b) => b.at - a.at)
+    .map(({ s, at }) => ({
+      label: s.title?.trim() || '(no prompt yet)',
+      description: [new Date(at).toLocaleString(), s.model, s.sessionId === current ? 'open now' : ''].filter(Boolean).join(' · '),
+      sessionId: s.sessionId,
+      updatedAt: at,
+    }));
+}

@@ -73,6 +73,7 @@ export const FileType = { File: 1, Directory: 2 };
 export const FileChangeType = { Changed: 1, Created: 2, Deleted: 3 };
 export const FilePermission = { Readonly: 1 };
 export const StatusBarAlignment = { Left: 1, Right: 2 };
+export const ViewColumn = { Active: -1, Beside: -2, One: 1, Two: 2 };
 
 /** A text document as the fake editor holds it; `setText` simulates the user typing in it. */
 export class FakeDocument {
