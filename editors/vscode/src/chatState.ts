@@ -2,7 +2,7 @@
 // messages, tool cards with their approvals, questions, notices) plus the turn state and token usage.
 // Pure and vscode-free: the extension owns one instance, the webview only renders what it is sent,
 // so hiding or reloading the view loses nothing.
-import type { ApprovalOption, Decision, FileDiff, Mode, SessionEvent, ToolKind, ToolStatus, TurnEndReason } from './protocol';
+import type { ApprovalOption, Decision, FileDiff, Mode, ModelInfo, SessionEvent, ToolKind, ToolStatus, TurnEndReason } from './protocol';
 
 export interface ApprovalView {
   requestId: string;
@@ -64,6 +64,10 @@ export interface ChatMeta {
   serverMessage?: string;
   sessionStore: boolean;
   models: string[];
+  /** The server's model catalog (initialize / models/list): window and abilities, for the gauge and attachments. */
+  modelInfos?: ModelInfo[];
+  /** Whether the session's shell commands may use the network (setNetworkAccess; closed by default). */
+  networkAccess?: boolean;
   /** The newest stored session of this folder, offered as "Resume last session" while the chat is an empty draft. */
   lastSession?: { sessionId: string; title?: string; updatedAt: number };
 }
@@ -101,7 +105,7 @@ export class ChatState {
     this.requestIndex.clear();
     this.currentAssistant = -1;
     this.lastSeq = 0;
-    this.meta = { ...this.meta, sessionId: undefined, turn: 'idle', turnId: undefined, lastEnd: undefined, usage: undefined, lastSession: undefined };
+    this.meta = { ...this.meta, sessionId: undefined, turn: 'idle', turnId: undefined, lastEnd: undefined, usage: undefined, lastSession: undefined, networkAccess: undefined };
     if (session) Object.assign(this.meta, { sessionId: session.sessionId, model: session.model, mode: session.mode });
   }
 

@@ -9,7 +9,8 @@ import type { ViewBridge } from './viewBridge';
 
 export type WebviewMessage =
   | { type: 'ready' }
-  | { type: 'prompt'; text: string }
+  | { type: 'prompt'; text: string; images?: { mimeType: string; data: string }[] }
+  | { type: 'pickMention' }
   | { type: 'steer'; text: string }
   | { type: 'stop' }
   | { type: 'approve'; requestId: string; decision: import('./protocol').Decision; message?: string }
@@ -93,6 +94,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
 <header id="bar">
   <button id="model" class="chip" title="Switch model" data-testid="model">—</button>
   <button id="mode" class="chip" title="Set permission mode" data-testid="mode">—</button>
+  <button id="network" class="chip" title="Network access of shell commands (click to switch)" data-testid="network">net: off</button>
   <span id="turn" class="turn" data-testid="turn-state">…</span>
   <button id="new" class="chip" title="New session" data-testid="new-session">+</button>
 </header>
@@ -102,11 +104,15 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
 <footer>
   <div id="ended" class="ended" data-testid="turn-ended"></div>
   <div id="usage" class="usage" data-testid="usage"></div>
+  <div id="context" class="context" data-testid="context-gauge" hidden><div class="gauge"><div id="gauge-fill" class="gauge-fill"></div></div><span id="context-text"></span></div>
+  <div id="attachments" class="attachments" data-testid="attachments"></div>
   <div class="composer">
     <textarea id="prompt" rows="3" data-testid="prompt" aria-label="Prompt"></textarea>
     <div class="composer-buttons">
       <button id="send" data-testid="send" type="button">Send</button>
       <button id="stop" data-testid="stop" class="danger" type="button" disabled>Stop</button>
+      <button id="attach" data-testid="attach-image" class="secondary" type="button" title="Attach an image (or paste one into the box)">Image…</button>
+      <input id="image-file" type="file" accept="image/png,image/jpeg,image/gif,image/webp" multiple hidden>
     </div>
   </div>
 </footer>

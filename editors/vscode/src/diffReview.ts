@@ -121,6 +121,19 @@ export class DiffReview implements vscode.Disposable {
     this.reviews.set(requestId, { cwd, diffs, uris, readOnly });
   }
 
+  /**
+   * The original text a proposal document is compared with (empty for a new file) and whether it is read-only,
+   * for the per-hunk revert; undefined when the document is no pending proposal.
+   */
+  originalOf(uri: vscode.Uri): { text: string; readOnly: boolean } | undefined {
+    const requestId = requestIdOf(uri);
+    const r = requestId ? this.reviews.get(requestId) : undefined;
+    const index = Number(uri.query.split('/')[1]);
+    const d = r?.diffs[index];
+    if (!r || !d || r.uris[index].toString() !== uri.toString()) return undefined;
+    return { text: d.oldText ?? '', readOnly: r.readOnly };
+  }
+
   /** Whether the proposal is registered read-only (cut, too large to show in full). */
   isReadOnly(requestId: string): boolean {
     return this.reviews.get(requestId)?.readOnly ?? false;

@@ -5,8 +5,10 @@
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { ChatViewProvider, type WebviewMessage } from './chatView';
-import { Controller, msg, ReportedError } from './controller';
+import { Controller, currentSelectionContext, msg, ReportedError } from './controller';
 import { askQuestion } from './questions';
+import { PROPOSED_SCHEME } from './diffReview';
+import { hunkAt, hunks, splitLines } from './hunks';
 import type { SelectionContext } from './promptContext';
 import type { Decision } from './protocol';
 
@@ -50,7 +52,7 @@ export function activate(context: vscode.ExtensionContext): void {
 
   register('tandem.openChat', () => openChat(true));
   register('tandem.prompt', async () => {
-    const selection = currentSelection();
+    const selection = currentSelectionContext();
     const running = c.state.meta.turn !== 'idle';
     const text = await vscode.window.showInputBox({
       title: running ? 'Steer the running tandem turn' : 'Prompt tandem',
@@ -75,6 +77,8 @@ export function activate(context: vscode.ExtensionContext): void {
   register('tandem.setMode', () => c.pickMode());
   register('tandem.sessions', () => c.pickSession());
   register('tandem.resumeLast', () => c.resumeLast());
+  register('tandem.toggleNetwork', () => c.toggleNetwork());
+  register('tandem.configureModel', () => c.configureModel());
   register('tandem.newSession', () => c.newSession());
   register('tandem.restartServer', () => c.restart());
   register('tandem.showLog', () => c.showLog());
@@ -97,6 +101,25 @@ export function activate(context: vscode.ExtensionContext): void {
     });
     if (reason === undefined) return;
     await c.deny(tool.approval!.requestId, reason.trim());
+  });
+  // Per-hunk reject in the review: puts the original lines of the change under the cursor back into the
+  // proposal, as an edit of the proposal document (the user's deliberate act; Allow then writes their version).
+  // VS Code's own Revert Block arrow in the diff gutter does the same; this is the same act from the keyboard,
+  // the editor title and the context menu. Accepting a hunk is leaving it as it is.
+  register('tandem.revertHunk', async () => {
+    const ed = vscode.window.activeTextEditor;
+    const doc = ed?.document;
+    if (!ed || !doc || doc.uri.scheme !== PROPOSED_SCHEME) {
+      throw new Error('Revert This Change works in a tandem proposal: click into the right side of its diff, on the change to revert.');
+    }
+    const original = c.diffs.originalOf(doc.uri);
+    if (!original) throw new Error('This proposal is no longer pending (it was answered or the turn ended).');
+    if (original.readOnly) throw new Error('This proposal is too large to show in full and cannot be edited: Allow or Deny it as a whole.');
+    const list = hunks(original.text, doc.getText());
+    const h = hunkAt(list, ed.selection.active.line);
+    if (!h) throw new Error('The cursor is on an unchanged line: put it on a change (a highlighted block) to revert that change.');
+    const restored = splitLines(original.text).slice(h.origStart, h.origStart + h.origCount).join('');
+    await ed.edit((b) => b.replace(new vscode.Range(h.newStart, 0, h.newStart + h.newCount, 0), restored));
   });
   register('tandem.answer', async () => {
     const q = c.state.pendingQuestions()[0];
@@ -125,7 +148,12 @@ async function onWebviewMessage(c: Controller, m: WebviewMessage): Promise<void>
   try {
     switch (m.type) {
       case 'prompt':
-        return await c.prompt(m.text);
+        return await c.prompt(m.text, undefined, m.images ?? []);
+      case 'pickMention': {
+        const mention = await c.pickMention();
+        c.bridge.send({ type: 'mention', mention: mention ?? null });
+        return;
+      }
       case 'steer':
         return await c.steer(m.text);
       case 'stop':
@@ -150,20 +178,6 @@ async function onWebviewMessage(c: Controller, m: WebviewMessage): Promise<void>
   } catch (err) {
     if (!(err instanceof ReportedError)) c.showError(msg(err));
   }
-}
-
-function currentSelection(): SelectionContext | undefined {
-  const ed = vscode.window.activeTextEditor;
-  if (!ed || ed.selection.isEmpty) return undefined;
-  const doc = ed.document;
-  const folder = vscode.workspace.getWorkspaceFolder(doc.uri);
-  return {
-    path: folder ? path.relative(folder.uri.fsPath, doc.uri.fsPath) : doc.uri.fsPath,
-    languageId: doc.languageId,
-    startLine: ed.selection.start.line + 1,
-    endLine: ed.selection.end.line + 1 - (ed.selection.end.character === 0 && ed.selection.end.line > ed.selection.start.line ? 1 : 0),
-    text: doc.getText(ed.selection),
-  };
 }
 
 function selectionLines(s: SelectionContext): string {

@@ -79,3 +79,41 @@ export function sessionPickItems<T extends { sessionId: string; title?: string; 
       updatedAt: at,
     }));
 }
+
+/** `@file` mentions in a prompt (an `@` at the start or after whitespace), in order, without duplicates. */
+export function mentions(text: string): string[] {
+  const out: string[] = [];
+  // Sentence punctuation after a mention ("see @a.md, then") is not part of the path.
+  for (const m of text.matchAll(/(?:^|\s)@([^\s@]+)/g)) {
+    const name = m[1].replace(/[.,;:!?)\]}'"]+$/, '');
+    if (name && !out.includes(name)) out.push(name);
+  }
+  return out;
+}
+
+/** A file's text as prompt context: a fenced block naming it, the fence longer than any backtick run inside. */
+export function fileContext(relPath: string, text: string): string {
+  const longest = Math.max(2, ...(text.match(/`+/g) ?? []).map((r) => r.length));
+  const fence = '`'.repeat(longest + 1);
+  return `File ${relPath} (mentioned as @${relPath}):\n${fence}\n${text}${text.endsWith('\n') ? '' : '\n'}${fence}`;
+}
+
+/** Tokens in the model's context after the last answer, over its window: the chat's context gauge. */
+export function contextGauge(usage: { inputTokens: number; outputTokens: number } | undefined, window: number | undefined): { used: number; window: number; percent: number } | undefined {
+  if (!usage || !window) return undefined;
+  const used = usage.inputTokens + usage.outputTokens;
+  return { used, window, percent: Math.min(100, Math.round((used / window) * 100)) };
+}
+
+/** One line per model for the picker: its window and what it can take besides text. */
+export function modelAbilities(m: { contextWindow?: number; maxOutputTokens?: number; vision?: boolean; pdf?: boolean; reasoning?: boolean; parallelToolCalls?: boolean }): string {
+  const parts = [
+    m.contextWindow ? `${m.contextWindow.toLocaleString('en-US')} tokens of context` : 'context window unknown',
+    m.maxOutputTokens ? `${m.maxOutputTokens.toLocaleString('en-US')} out` : '',
+    m.vision ? 'images' : 'no images',
+    m.pdf ? 'PDF' : '',
+    m.reasoning ? 'reasoning' : '',
+    m.parallelToolCalls ? 'parallel tools' : '',
+  ];
+  return parts.filter(Boolean).join(' · ');
+}

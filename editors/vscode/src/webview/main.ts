@@ -4,7 +4,7 @@
 import MarkdownIt from 'markdown-it';
 import type { ChatItem, ChatMeta, Snapshot } from '../chatState';
 import type { Decision } from '../protocol';
-import { diffStat, isTooLargeToEdit } from '../promptContext';
+import { contextGauge, diffStat, isTooLargeToEdit } from '../promptContext';
 
 declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): unknown; setState(s: unknown): void };
 const vscode = acquireVsCodeApi();
@@ -275,6 +275,20 @@ function renderMeta(): void {
   const resume = $('#resume');
   resume.hidden = !last || !!meta.sessionId || items.some((i) => i.type !== 'notice');
   $('#resume-title').textContent = last ? `Last session: “${last.title ?? 'untitled'}”, ${new Date(last.updatedAt).toLocaleString()}.` : '';
+  const net = $('#network');
+  net.textContent = meta.networkAccess ? 'net: on' : 'net: off';
+  net.dataset.on = String(!!meta.networkAccess);
+  // Context gauge: tokens in the model's context after the last answer, over the current model's window.
+  const info = meta.modelInfos?.find((m) => m.id === meta!.model);
+  const gauge = contextGauge(meta.usage, info?.contextWindow);
+  const ctx = $('#context');
+  ctx.hidden = !gauge;
+  if (gauge) {
+    $('#context-text').textContent = `Context: ${gauge.used.toLocaleString('en-US')} / ${gauge.window.toLocaleString('en-US')} tokens (${gauge.percent}%)`;
+    const fill = $('#gauge-fill');
+    fill.style.width = `${gauge.percent}%`;
+    fill.dataset.level = gauge.percent >= 85 ? 'high' : gauge.percent >= 60 ? 'mid' : 'low';
+  }
   const u = meta.usage;
   $('#usage').textContent = u
     ? `Tokens: last ${u.inputTokens} in / ${u.outputTokens} out${u.cachedTokens ? ` (${u.cachedTokens} cached)` : ''} · session ${u.totalInput} in / ${u.totalOutput} out`
@@ -337,7 +351,8 @@ window.addEventListener('message', (ev: MessageEvent) => {
     | { type: 'items'; updates: { index: number; item: ChatItem }[] }
     | { type: 'append'; index: number; text: string; reasoning: string }
     | { type: 'meta'; meta: ChatMeta }
-    | { type: 'focus' };
+    | { type: 'focus' }
+    | { type: 'mention'; mention: string | null };
   if (m.type === 'snapshot') {
     items = m.snapshot.items.slice();
     meta = m.snapshot.meta;
@@ -353,16 +368,83 @@ window.addEventListener('message', (ev: MessageEvent) => {
     renderMeta();
   } else if (m.type === 'focus') {
     input.focus();
+  } else if (m.type === 'mention') {
+    // The picked file goes right after the `@` (a cancelled pick leaves the `@` as typed).
+    if (m.mention && mentionAt !== undefined) {
+      input.value = `${input.value.slice(0, mentionAt)}${m.mention} ${input.value.slice(mentionAt)}`;
+      input.selectionStart = input.selectionEnd = mentionAt + m.mention.length + 1;
+      vscode.setState({ draft: input.value });
+    }
+    mentionAt = undefined;
+    input.focus();
   }
 });
+
+/** Images pasted or attached for the next prompt (base64, as the protocol's image parts take them). */
+let images: { mimeType: string; data: string; name: string }[] = [];
+
+function renderAttachments(): void {
+  const box = $('#attachments');
+  box.replaceChildren(
+    ...images.map((img, i) =>
+      el('span', { class: 'chip attachment', 'data-testid': 'attachment' }, `🖼 ${img.name}`, button('×', 'remove-attachment', () => {
+        images.splice(i, 1);
+        renderAttachments();
+      }, 'secondary')),
+    ),
+  );
+  const info = meta?.modelInfos?.find((m) => m.id === meta!.model);
+  if (images.length && info && !info.vision) box.append(el('span', { class: 'warn', 'data-testid': 'no-vision' }, `${info.id} does not see images (it gets a placeholder).`));
+}
+
+function addImageFile(file: File): void {
+  const reader = new FileReader();
+  reader.onload = () => {
+    const url = String(reader.result);
+    const comma = url.indexOf(',');
+    images.push({ mimeType: file.type || 'image/png', data: url.slice(comma + 1), name: file.name || 'pasted image' });
+    renderAttachments();
+  };
+  reader.readAsDataURL(file);
+}
 
 function submit(): void {
   const text = input.value.trim();
   if (!text) return;
-  vscode.postMessage({ type: meta && meta.turn !== 'idle' ? 'steer' : 'prompt', text });
+  const steering = !!meta && meta.turn !== 'idle';
+  vscode.postMessage(steering ? { type: 'steer', text } : { type: 'prompt', text, images: images.map(({ mimeType, data }) => ({ mimeType, data })) });
   input.value = '';
+  if (!steering) {
+    images = [];
+    renderAttachments();
+  }
   vscode.setState({ draft: '' });
 }
+
+/** Where the `@` that opened the file picker was typed, so the pick lands right after it. */
+let mentionAt: number | undefined;
+input.addEventListener('input', (ev) => {
+  const e = ev as InputEvent;
+  const at = input.selectionStart - 1;
+  // An `@` typed at the start or after a space opens the picker; one inside a word (an e-mail) does not.
+  if (e.inputType === 'insertText' && e.data === '@' && (at === 0 || /\s/.test(input.value[at - 1]))) {
+    mentionAt = at + 1;
+    vscode.postMessage({ type: 'pickMention' });
+  }
+});
+input.addEventListener('paste', (ev) => {
+  const files = Array.from(ev.clipboardData?.files ?? []).filter((f) => f.type.startsWith('image/'));
+  if (!files.length) return;
+  ev.preventDefault();
+  files.forEach(addImageFile);
+});
+$('#attach').addEventListener('click', () => $<HTMLInputElement>('#image-file').click());
+$<HTMLInputElement>('#image-file').addEventListener('change', (ev) => {
+  const f = ev.target as HTMLInputElement;
+  Array.from(f.files ?? []).forEach(addImageFile);
+  f.value = '';
+});
+$('#network').addEventListener('click', () => vscode.postMessage({ type: 'command', command: 'tandem.toggleNetwork' }));
 
 input.addEventListener('keydown', (ev) => {
   if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {

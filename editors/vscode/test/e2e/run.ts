@@ -216,6 +216,8 @@ async function main(): Promise<number> {
   fs.writeFileSync(path.join(ws, 'README.md'), '# e2e workspace\n');
   // The file the focus check types into while a review opens (not README.md, which a later diff compares with).
   fs.writeFileSync(path.join(ws, 'typing.txt'), 'typed here:\n');
+  // The per-hunk revert check changes two separate lines of this file.
+  fs.writeFileSync(path.join(ws, 'hunks.txt'), 'one\ntwo\nthree\nfour\nfive\nsix\nseven\n');
   const cfg = path.join(root, 'tandem.toml');
   fs.writeFileSync(cfg, llm.config());
   const tapLog = path.join(root, 'tap.jsonl');
@@ -287,7 +289,7 @@ async function main(): Promise<number> {
             return false;
           }
         });
-    await scenario(page, llm, ws, { log: tapLog, home: tandemHome }, { browserPid, codeServerPid: cs.pid! });
+    await scenario(page, llm, ws, { log: tapLog, home: tandemHome, userData }, { browserPid, codeServerPid: cs.pid! });
   } finally {
     await browser?.close().catch(() => undefined);
     // code-server runs detached in its own process group (with the extension host and tandem under it).
@@ -315,7 +317,7 @@ async function main(): Promise<number> {
   return failed === 0 ? 0 : 1;
 }
 
-async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: string; home: string }, measured: Measured): Promise<void> {
+async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: string; home: string; userData: string }, measured: Measured): Promise<void> {
   const c = chat(page);
   const launches = () => tapRecords(server.log).filter((r) => r.launch !== undefined).length;
   const sessionNews = () => tapRecords(server.log).filter((r) => r.method === 'session/new');
@@ -566,6 +568,40 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
   });
   await screenshot(page, 'denied');
 
+  // ---- 3b: per-hunk reject: revert one of two changes in the proposal, allow the other ------------------------
+  llm.enqueue(
+    { steps: [call('call_e2e_hunks', 'write_file', { path: 'hunks.txt', content: 'one\nTWO\nthree\nfour\nfive\nSIX\nseven\n' })] },
+    { steps: [say('Hunks handled.')] },
+  );
+  await check('Revert This Change in the review puts one hunk back; Allow writes the other hunk only', async () => {
+    await c.locator('[data-testid=prompt]').fill('Change two lines');
+    await c.locator('[data-testid=prompt]').press('Enter');
+    await c.locator('[data-testid=tool-card][data-status=awaitingApproval]').waitFor();
+    const modified = page.locator('.monaco-diff-editor .editor.modified');
+    // Regular expressions: a string in hasText matches regardless of case, and "two" must not pass for "TWO".
+    await modified.locator('.view-line', { hasText: /TWO/ }).first().waitFor();
+    await modified.locator('.view-line', { hasText: /SIX/ }).first().waitFor();
+    // The per-hunk action is on the diff editor's title bar (and its context menu, Ctrl+Alt+R).
+    const revert = page.locator('.editor-actions [aria-label^="Revert This Change"], .editor-actions [title^="Revert This Change"]').first();
+    await revert.waitFor();
+    await modified.locator('.view-line', { hasText: /TWO/ }).first().click();
+    await screenshot(page, 'hunk-before-revert');
+    await revert.click();
+    // In the inline layout a narrow window gets, the removed "two" shows in the modified editor before the revert
+    // too: what tells the revert happened is that TWO is gone.
+    await modified.locator('.view-line', { hasText: /TWO/ }).first().waitFor({ state: 'detached' });
+    await modified.locator('.view-line', { hasText: /SIX/ }).first().waitFor();
+    await screenshot(page, 'hunk-reverted');
+    await page.locator('.editor-actions [aria-label^="Allow Once"], .editor-actions [title^="Allow Once"]').first().click();
+    const file = path.join(ws, 'hunks.txt');
+    const want = 'one\ntwo\nthree\nfour\nfive\nSIX\nseven\n';
+    await waitFor(() => fs.readFileSync(file, 'utf8') === want, STEP_TIMEOUT, `hunks.txt to be ${JSON.stringify(want)}`);
+    const approve = tapRecords(server.log).filter((r) => r.method === 'approve').at(-1);
+    if (approve?.params?.editedContent !== want) throw new Error(`approve sent editedContent ${JSON.stringify(approve?.params?.editedContent)}`);
+    await c.locator('[data-testid=assistant-message]', { hasText: 'Hunks handled.' }).waitFor();
+    await c.locator('[data-testid=turn-state][data-state=idle]').waitFor();
+  });
+
   await check('hiding the chat (Explorer) and showing it again keeps the conversation', async () => {
     await page.locator('.activitybar [aria-label^="Explorer"]').first().click();
     await page.locator('.explorer-folders-view, .explorer-viewlet').first().waitFor();
@@ -598,6 +634,38 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
     if (await c.locator('[data-testid=resume-last]').isVisible()) throw new Error('"Resume last session" is still offered in a chat with a session');
   });
   await screenshot(page, 'new-session');
+
+  // ---- @-mention a file from the prompt box -------------------------------------------------------------------
+  llm.enqueue({ steps: [say('The README has a heading.')] });
+  await check('@ in the prompt box opens a file picker; the picked file reaches the model; the context gauge shows the window', async () => {
+    const box = c.locator('[data-testid=prompt]');
+    await box.click();
+    await box.pressSequentially('Summarize @');
+    const quick = page.locator('.quick-input-widget input');
+    await quick.waitFor({ state: 'visible' });
+    await page.locator('.quick-input-widget', { hasText: 'Mention a file' }).waitFor();
+    await quick.fill('README.md');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'README.md' }).first().waitFor();
+    await screenshot(page, 'mention-picker');
+    await page.keyboard.press('Enter');
+    const filled = async () => (await box.inputValue()) === 'Summarize @README.md ';
+    const deadline = Date.now() + STEP_TIMEOUT;
+    while (!(await filled())) {
+      if (Date.now() > deadline) throw new Error(`the prompt box holds ${JSON.stringify(await box.inputValue())}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const before = llm.requests.length;
+    await box.press('End');
+    await box.pressSequentially('please');
+    await box.press('Enter');
+    await c.locator('[data-testid=assistant-message]', { hasText: 'The README has a heading.' }).waitFor();
+    const user = JSON.stringify((llm.requests[before].body.messages as { role: string; content: unknown }[]).filter((m) => m.role === 'user').at(-1)?.content);
+    if (!user.includes('File README.md') || !user.includes('# e2e workspace')) throw new Error(`the model got ${user}`);
+    await c.locator('[data-testid=user-message]', { hasText: 'with @README.md' }).waitFor();
+    await c.locator('[data-testid=context-gauge]', { hasText: /Context: [\d,]+ \/ 128,000 tokens/ }).waitFor();
+    await c.locator('[data-testid=network]', { hasText: 'net: off' }).waitFor();
+    await screenshot(page, 'mention-sent');
+  });
 
   await check('a 2,000-line answer streams with bounded CPU (recorded in e2e-artifacts/stream-cpu.json)', async () => {
     // Prose, lists and code blocks, one line per streamed piece, as a long real answer comes.
@@ -643,6 +711,45 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
     await page.locator('.quick-input-list .monaco-list-row', { hasText: 'mock' }).first().waitFor();
     await screenshot(page, 'switch-model');
     await page.keyboard.press('Escape');
+  });
+
+  // ---- Configure Model: the config for a provider kind, the key in SecretStorage and the server's environment --
+  llm.enqueue({ steps: [say('Configured and answering.')] });
+  await check('Configure Model writes the config for the chosen kind, keeps the key out of it, and the server gets the key', async () => {
+    const launchesBefore = launches();
+    await runPalette(page, 'tandem: Configure Model');
+    const quick = page.locator('.quick-input-widget input');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'OpenAI-compatible server' }).first().click();
+    await page.locator('.quick-input-widget', { hasText: 'model name' }).waitFor();
+    await quick.fill('mock-model');
+    await page.keyboard.press('Enter');
+    await page.locator('.quick-input-widget', { hasText: 'base URL' }).waitFor();
+    await quick.fill(llm.baseUrl);
+    await page.keyboard.press('Enter');
+    await page.locator('.quick-input-widget', { hasText: 'API key' }).waitFor();
+    await quick.fill('sk-e2e-secret-4711');
+    await screenshot(page, 'configure-model-key');
+    await page.keyboard.press('Enter');
+    // The settings change restarts the server with the new config.
+    await waitFor(() => launches() === launchesBefore + 1, STEP_TIMEOUT, 'the server to restart with the new config');
+    const launch = tapRecords(server.log).filter((r) => r.launch !== undefined).at(-1) as { args?: string[] };
+    const cfgPath = launch.args?.[launch.args.indexOf('--config') + 1] ?? '';
+    const written = fs.readFileSync(cfgPath, 'utf8');
+    if (!/kind = "openai"/.test(written) || !written.includes(`base_url = "${llm.baseUrl}"`) || !/name = "mock-model"/.test(written)) throw new Error(`the config is ${written}`);
+    if (!/api_key_env = "TANDEM_VSCODE_OPENAI_COMPATIBLE_API_KEY"/.test(written)) throw new Error(`the config names no key variable: ${written}`);
+    if (written.includes('sk-e2e-secret-4711')) throw new Error('the API key was written into the config file');
+    const settings = fs.readFileSync(path.join(server.userData, 'User', 'settings.json'), 'utf8');
+    if (settings.includes('sk-e2e-secret-4711')) throw new Error('the API key is in settings.json');
+    if (!settings.includes(cfgPath)) throw new Error(`tandem.configFile does not point at ${cfgPath}: ${settings}`);
+    await c.locator('[data-testid=model]', { hasText: 'main' }).waitFor();
+    const before = llm.requests.length;
+    await c.locator('[data-testid=prompt]').fill('Are you there?');
+    await c.locator('[data-testid=prompt]').press('Enter');
+    await c.locator('[data-testid=assistant-message]', { hasText: 'Configured and answering.' }).waitFor();
+    // The key reached the provider only through the server's environment.
+    const auth = llm.requests[before]?.headers.authorization;
+    if (auth !== 'Bearer sk-e2e-secret-4711') throw new Error(`the provider got authorization ${JSON.stringify(auth)}`);
+    await screenshot(page, 'configured-model');
   });
 }
 

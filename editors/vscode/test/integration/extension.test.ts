@@ -167,8 +167,8 @@ describe('the extension in a fake VS Code host', () => {
       view.send({ type: 'ready' });
       await waitFor(() => idle(view) && viewMeta(view).model === 'mock', 10_000, 'the server to be ready');
       assert.equal(spawned.length, 1);
-      // Only reads: the session/list behind "Resume last session". No session/new.
-      const writes = () => sent.filter((r) => r.method !== 'session/list');
+      // Only reads: the session/list behind "Resume last session" (and models/list for the picker). No session/new.
+      const writes = () => sent.filter((r) => r.method !== 'session/list' && r.method !== 'models/list');
       assert.deepEqual(writes(), [], 'initialize and session/list only: no session/new');
       assert.equal(viewMeta(view).sessionId, undefined, 'no session before the first prompt');
       assert.equal(viewMeta(view).mode, 'autoEdit', 'the header shows the mode the session will get');
@@ -739,6 +739,94 @@ describe('the extension in a fake VS Code host', () => {
     } finally {
       process.env.TANDEM_HOME = savedHome;
     }
+  });
+
+  test('@ in the prompt box picks a file whose text goes to the model; @selection attaches the selection', async () => {
+    const { view, ws } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    fs.mkdirSync(path.join(ws, 'docs'));
+    fs.writeFileSync(path.join(ws, 'docs', 'spec.md'), 'The widget must be blue. MARKER-7f3a\n');
+    fs.writeFileSync(path.join(ws, 'other.txt'), 'not mentioned MARKER-other\n');
+    // The webview posts pickMention when `@` is typed; the quick pick lists the folder's files.
+    let offered: string[] = [];
+    fake.quickPickAnswers.push((items) => ((offered = items.map((i: any) => i.label)), items.find((i: any) => i.mention === path.join('docs', 'spec.md'))));
+    view.send({ type: 'pickMention' });
+    await waitFor(() => view.posted.some((m) => m.type === 'mention'), 5000, 'the picked mention');
+    assert.ok(offered.includes(path.join('docs', 'spec.md')) && offered.includes('other.txt'), `the folder's files are offered: ${offered}`);
+    assert.equal(view.posted.find((m) => m.type === 'mention').mention, path.join('docs', 'spec.md'));
+    llm.enqueue({ steps: [say('It must be blue.')] });
+    const n = llm.requests.length;
+    view.send({ type: 'prompt', text: 'What colour? See @docs/spec.md and @missing.md' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'It must be blue.'), 10_000, 'the turn');
+    const sentText = JSON.stringify((llm.requests[n].body.messages as any[]).filter((m) => m.role === 'user').at(-1).content);
+    assert.match(sentText, /MARKER-7f3a/, 'the mentioned file reached the model');
+    assert.match(sentText, /File docs\/spec\.md/);
+    assert.doesNotMatch(sentText, /MARKER-other/, 'only mentioned files go');
+    assert.match(sentText, /@missing\.md/, 'a mention of no file stays as typed');
+    assert.match(viewItems(view).find((i) => i.type === 'user').text, /with @docs\/spec\.md/);
+
+    // @selection: the selection of the editor when it was picked.
+    const vscodeFake = require('../fakeVscode');
+    vscodeFake.window.activeTextEditor = {
+      selection: { isEmpty: false, start: { line: 0, character: 0 }, end: { line: 0, character: 9 } },
+      document: { uri: Uri.file(path.join(ws, 'other.txt')), languageId: 'plaintext', getText: () => 'SELECTED-BIT' },
+    };
+    try {
+      fake.quickPickAnswers.push((items) => items.find((i: any) => i.mention === 'selection'));
+      view.send({ type: 'pickMention' });
+      await waitFor(() => view.posted.filter((m) => m.type === 'mention').length === 2, 5000, 'the selection mention');
+    } finally {
+      vscodeFake.window.activeTextEditor = undefined;
+    }
+    llm.enqueue({ steps: [say('seen')] });
+    const k = llm.requests.length;
+    view.send({ type: 'prompt', text: 'explain @selection' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'seen'), 10_000, 'the selection turn');
+    assert.match(JSON.stringify((llm.requests[k].body.messages as any[]).at(-1).content), /SELECTED-BIT/);
+  });
+
+  test('images go to the model as image parts; the model list shows windows and abilities; the gauge has the window', async () => {
+    const cfg = path.join(tempDir('tandem-ext-cfg-vision-'), 'tandem.toml');
+    fs.writeFileSync(cfg, `${llm.config()}[models.eyes]\nprovider = "local"\nname = "mock-vision"\ncontext_window = 200000\nvision = true\n`);
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfg });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    assert.deepEqual(viewMeta(view).modelInfos.map((m: any) => [m.id, m.contextWindow, m.vision]), [['eyes', 200000, true], ['mock', 128000, false]].sort());
+    let details: string[] = [];
+    fake.quickPickAnswers.push((items) => ((details = items.map((i: any) => `${i.label}: ${i.detail}`)), items.find((i: any) => i.label === 'eyes')));
+    await fake.commands.get('tandem.switchModel')!();
+    assert.equal(sentOf('models/list').length, 1, 'the picker asks models/list for the current catalog');
+    assert.ok(details.includes('eyes: 200,000 tokens of context · images · parallel tools'), JSON.stringify(details));
+    assert.ok(details.includes('mock: 128,000 tokens of context · no images · parallel tools'), JSON.stringify(details));
+    llm.enqueue({ steps: [say('a red dot')], usage: { prompt_tokens: 50_000, completion_tokens: 10 } });
+    const n = llm.requests.length;
+    const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+    view.send({ type: 'prompt', text: 'what is this?', images: [{ mimeType: 'image/png', data: png }] });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'a red dot'), 10_000, 'the turn');
+    const content = (llm.requests[n].body.messages as any[]).filter((m) => m.role === 'user').at(-1).content;
+    assert.ok(JSON.stringify(content).includes(`data:image/png;base64,${png}`), `the image reached the model: ${JSON.stringify(content).slice(0, 300)}`);
+    assert.match(viewItems(view).find((i) => i.type === 'user').text, /with 1 image/);
+    assert.equal(viewMeta(view).model, 'eyes');
+    assert.deepEqual([viewMeta(view).usage.inputTokens, viewMeta(view).usage.outputTokens], [50_000, 10], 'the gauge reads 50,010 of eyes\' 200,000');
+  });
+
+  test('the network switch sends setNetworkAccess, shows the server notice and the state, also from a draft', async () => {
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    await fake.commands.get('tandem.toggleNetwork')!();
+    assert.equal(viewMeta(view).networkAccess, true, 'the draft remembers it');
+    assert.deepEqual(sentOf('setNetworkAccess'), [], 'no session yet, no request');
+    llm.enqueue({ steps: [say('ok')] });
+    view.send({ type: 'prompt', text: 'hi' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'ok'), 10_000, 'the turn');
+    assert.deepEqual(sentOf('setNetworkAccess').map((r) => r.params.allow), [true], 'opened when the session was created');
+    assert.equal(viewMeta(view).networkAccess, true);
+    await fake.commands.get('tandem.toggleNetwork')!();
+    assert.deepEqual(sentOf('setNetworkAccess').map((r) => r.params.allow), [true, false]);
+    assert.equal(viewMeta(view).networkAccess, false);
+    await waitFor(() => viewItems(view).some((i) => i.type === 'notice' && i.kind === 'network'), 5000, "the server's network notice");
   });
 
   test('a crashed server is restarted with a visible message, and deactivate stops it', async () => {
