@@ -602,12 +602,35 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
     await c.locator('[data-testid=turn-state][data-state=idle]').waitFor();
   });
 
+  // ---- a shell approval: its header, and steering while it waits ---------------------------------------------
+  llm.enqueue({ steps: [call('call_e2e_shell', 'shell', { command: 'echo from-the-agent' })] }, { steps: [say('Not running it.')] });
+  await check('a shell approval shows the command as code in a readable header; a steer sent while it waits says it is queued', async () => {
+    await c.locator('[data-testid=prompt]').fill('Run echo');
+    await c.locator('[data-testid=prompt]').press('Enter');
+    const card = c.locator('[data-testid=tool-card][data-status=awaitingApproval]');
+    await card.waitFor();
+    const title = card.locator('[data-testid=tool-title]');
+    await title.locator('code', { hasText: 'echo from-the-agent' }).waitFor();
+    const text = await title.innerText();
+    if (text.includes('`')) throw new Error(`the title shows literal backticks: ${JSON.stringify(text)}`);
+    // Not a narrow column: the title takes most of the card's width.
+    const [tw, cw] = [(await title.boundingBox())?.width ?? 0, (await card.boundingBox())?.width ?? 1];
+    if (tw < cw * 0.6) throw new Error(`the title is ${tw}px wide in a ${cw}px card`);
+    await c.locator('[data-testid=prompt]').fill('use printf instead');
+    await c.locator('[data-testid=prompt]').press('Enter');
+    await c.locator('[data-testid=notice]', { hasText: 'Steering queued' }).waitFor();
+    await screenshot(page, 'shell-approval-steer-queued');
+    await card.locator('[data-testid=deny]').click();
+    await c.locator('[data-testid=assistant-message]', { hasText: 'Not running it.' }).waitFor();
+    await c.locator('[data-testid=turn-state][data-state=idle]').waitFor();
+  });
+
   await check('hiding the chat (Explorer) and showing it again keeps the conversation', async () => {
     await page.locator('.activitybar [aria-label^="Explorer"]').first().click();
     await page.locator('.explorer-folders-view, .explorer-viewlet').first().waitFor();
     await page.locator('.activitybar [aria-label^="tandem"]').first().click();
     await c.locator('[data-testid=user-message]', { hasText: 'Replace the README' }).waitFor();
-    await c.locator('[data-testid=tool-card][data-status=denied]').waitFor();
+    await c.locator('[data-testid=tool-card][data-status=denied]').first().waitFor();
     await c.locator('[data-testid=tool-card][data-status=completed]').first().waitFor();
   });
 

@@ -21,6 +21,8 @@ const EXT_DIR = path.resolve(__dirname, '..', '..', '..');
 interface FakeView {
   posted: any[];
   send(m: unknown): void;
+  /** The HTML the view was given (what shows before its script runs). */
+  html?: () => string;
 }
 
 /** The server processes the extension spawned (argv of each) and the requests it sent, in order. */
@@ -52,10 +54,11 @@ async function activate(
   ext.activate(context as never);
   const posted: any[] = [];
   let handler: (m: unknown) => void = () => {};
+  const webview: { html: string } = { html: '' };
   const show = () =>
     fake.webviewProviders.get('tandem.chat').resolveWebviewView({
       visible: true,
-      webview: {
+      webview: Object.assign(webview, {
         options: {},
         html: '',
         cspSource: 'vscode-resource:',
@@ -63,11 +66,11 @@ async function activate(
         // A copy, as VS Code serializes what it posts: the view must not see later changes of the state it was sent.
         postMessage: async (m: unknown) => posted.push(structuredClone(m)),
         onDidReceiveMessage: (h: (m: unknown) => void) => (handler = h),
-      },
+      }),
       onDidDispose: () => undefined,
     });
   if (opts.showView !== false) show();
-  return { view: { posted, send: (m) => handler(m) }, ws, show };
+  return { view: { posted, send: (m) => handler(m), html: () => webview.html }, ws, show };
 }
 
 /** The chat items as the webview would have them, rebuilt from the posted snapshot and updates. */
@@ -348,6 +351,8 @@ describe('the extension in a fake VS Code host', () => {
   test('prompt from the webview, diff opens, the edited proposal is accepted from the editor title', async () => {
     const { view, ws } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
     await waitFor(() => /mock · idle/.test(fake.statusBar.text), 10_000, 'the server to be ready');
+    // Until the script's first snapshot the view says it is loading instead of being blank.
+    assert.match(view.html!(), /data-testid="loading">Loading the tandem chat…</);
     // The handshake: nothing is posted before the webview says ready, then a snapshot comes first.
     assert.equal(view.posted.length, 0);
     view.send({ type: 'ready' });
