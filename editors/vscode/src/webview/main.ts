@@ -94,6 +94,15 @@ class StreamedMarkdown {
   /** Complete lines before this offset were scanned for fences and blank lines. */
   private scanned = 0;
   private fence: string | undefined;
+  /** Where the open fence's first line starts, and where its body (the line after it) starts. */
+  private fenceStart = -1;
+  private fenceBody = -1;
+  /**
+   * The open fence shown as it streams: a <pre><code> whose complete lines are appended as text nodes and whose
+   * unfinished last line is one text node updated in place. A long code block has no blank line to cut at, so
+   * without this its whole text was rendered again for every chunk.
+   */
+  private live?: { code: HTMLElement; upTo: number; partial: Text; piece: HTMLElement; pieceLines: number };
   private readonly tail: HTMLElement;
 
   constructor(private readonly root: HTMLElement) {
@@ -107,13 +116,23 @@ class StreamedMarkdown {
     for (;;) {
       const nl = this.text.indexOf('\n', this.scanned);
       if (nl < 0) break;
-      const line = this.text.slice(this.scanned, nl);
+      const start = this.scanned;
+      const line = this.text.slice(start, nl);
       this.scanned = nl + 1;
       const marker = /^ {0,3}(`{3,}|~{3,})/.exec(line)?.[1];
       if (this.fence) {
-        if (marker && marker[0] === this.fence[0] && marker.length >= this.fence.length && line.trim() === marker) this.fence = undefined;
+        if (marker && marker[0] === this.fence[0] && marker.length >= this.fence.length && line.trim() === marker) {
+          // The fence is complete: it is frozen (rendered once, whole) with what came before it.
+          this.fence = undefined;
+          this.fenceStart = -1;
+          cut = this.scanned;
+        }
       } else if (marker) {
+        // A fence starts a new block (it may interrupt a paragraph): what came before it can be frozen.
         this.fence = marker;
+        this.fenceStart = start;
+        this.fenceBody = this.scanned;
+        cut = start;
       } else if (line.trim() === '') {
         cut = this.scanned;
       }
@@ -123,10 +142,41 @@ class StreamedMarkdown {
       block.innerHTML = md.render(this.text.slice(this.frozen, cut));
       this.root.insertBefore(block, this.tail);
       this.frozen = cut;
+      this.live = undefined;
     }
+    if (this.fence && this.fenceStart === this.frozen) {
+      if (!this.live) {
+        const code = el('code');
+        const piece = el('span', { class: 'code-piece' });
+        const partial = document.createTextNode('');
+        code.append(piece, partial);
+        this.tail.replaceChildren(el('pre', {}, code));
+        this.live = { code, upTo: this.fenceBody, partial, piece, pieceLines: 0 };
+      }
+      const live = this.live;
+      if (this.scanned > live.upTo) {
+        // Lines go into pieces of LIVE_PIECE_LINES lines, each its own block: a new line then lays out only the
+        // last piece, not the whole block (one growing text run cost the browser a relayout of all of it).
+        if (live.pieceLines >= LIVE_PIECE_LINES) {
+          live.piece = el('span', { class: 'code-piece' });
+          live.code.insertBefore(live.piece, live.partial);
+          live.pieceLines = 0;
+        }
+        const added = this.text.slice(live.upTo, this.scanned);
+        live.piece.append(added);
+        live.pieceLines += added.split('\n').length - 1;
+        live.upTo = this.scanned;
+      }
+      live.partial.data = this.text.slice(this.scanned);
+      return;
+    }
+    this.live = undefined;
     this.tail.innerHTML = md.render(this.text.slice(this.frozen));
   }
 }
+
+/** Lines per block of a code fence shown while it streams (see StreamedMarkdown.live). */
+const LIVE_PIECE_LINES = 50;
 
 /** The incremental renderer of each streaming assistant message node. */
 const streams = new WeakMap<Element, StreamedMarkdown>();
