@@ -2,7 +2,7 @@
 // messages, tool cards with their approvals, questions, notices) plus the turn state and token usage.
 // Pure and vscode-free: the extension owns one instance, the webview only renders what it is sent,
 // so hiding or reloading the view loses nothing.
-import type { ApprovalOption, Decision, FileDiff, Mode, SessionEvent, ToolKind, ToolStatus, TurnEndReason } from './protocol';
+import type { ApprovalOption, Decision, FileDiff, Mode, ModelInfo, SessionEvent, ToolKind, ToolStatus, TurnEndReason } from './protocol';
 
 export interface ApprovalView {
   requestId: string;
@@ -64,6 +64,12 @@ export interface ChatMeta {
   serverMessage?: string;
   sessionStore: boolean;
   models: string[];
+  /** The server's model catalog (initialize / models/list): window and abilities, for the gauge and attachments. */
+  modelInfos?: ModelInfo[];
+  /** Whether the session's shell commands may use the network (setNetworkAccess; closed by default). */
+  networkAccess?: boolean;
+  /** The newest stored session of this folder, offered as "Resume last session" while the chat is an empty draft. */
+  lastSession?: { sessionId: string; title?: string; updatedAt: number };
 }
 
 export interface Snapshot {
@@ -85,6 +91,8 @@ export class ChatState {
   private readonly toolIndex = new Map<string, number>();
   private readonly requestIndex = new Map<string, number>();
   private currentAssistant = -1;
+  /** Texts of the error notices of the running turn: turnEnded repeats the same message (protocol.md). */
+  private turnErrors = new Set<string>();
 
   snapshot(): Snapshot {
     return { items: this.items, meta: this.meta };
@@ -97,7 +105,7 @@ export class ChatState {
     this.requestIndex.clear();
     this.currentAssistant = -1;
     this.lastSeq = 0;
-    this.meta = { ...this.meta, sessionId: undefined, turn: 'idle', turnId: undefined, lastEnd: undefined, usage: undefined };
+    this.meta = { ...this.meta, sessionId: undefined, turn: 'idle', turnId: undefined, lastEnd: undefined, usage: undefined, lastSession: undefined, networkAccess: undefined };
     if (session) Object.assign(this.meta, { sessionId: session.sessionId, model: session.model, mode: session.mode });
   }
 
@@ -134,6 +142,12 @@ export class ChatState {
 
   toolByRequest(requestId: string): Extract<ChatItem, { type: 'tool' }> | undefined {
     const i = this.requestIndex.get(requestId);
+    const item = i === undefined ? undefined : this.items[i];
+    return item?.type === 'tool' ? item : undefined;
+  }
+
+  toolByCallId(toolCallId: string): Extract<ChatItem, { type: 'tool' }> | undefined {
+    const i = this.toolIndex.get(toolCallId);
     const item = i === undefined ? undefined : this.items[i];
     return item?.type === 'tool' ? item : undefined;
   }
@@ -184,6 +198,7 @@ export class ChatState {
         this.meta.turnId = e.turnId;
         this.meta.model = e.model;
         this.meta.lastEnd = undefined;
+        this.turnErrors.clear();
         ch.meta = true;
         break;
       case 'assistantDelta':
@@ -209,6 +224,15 @@ export class ChatState {
       }
       case 'toolCall': {
         this.closeAssistant(ch);
+        // A resumed turn announces again the calls the loaded history already shows (unfinished ones, with the
+        // pending approval): one card per call, updated in place, never a second copy.
+        const known = this.toolIndex.get(e.toolCallId);
+        if (known !== undefined && this.items[known]?.type === 'tool') {
+          const item = this.items[known] as Extract<ChatItem, { type: 'tool' }>;
+          Object.assign(item, { name: e.name, kind: e.kind, title: e.title, arguments: e.arguments, status: 'pending' });
+          ch.items.push(known);
+          break;
+        }
         const i = this.push({
           type: 'tool',
           toolCallId: e.toolCallId,
@@ -295,6 +319,7 @@ export class ChatState {
         );
         break;
       case 'notice':
+        if (e.kind === 'error') this.turnErrors.add(e.text);
         ch.items.push(this.push({ type: 'notice', kind: e.kind, text: e.text }));
         break;
       case 'usage': {
@@ -322,9 +347,12 @@ export class ChatState {
         }
         this.meta.turn = 'idle';
         this.meta.lastEnd = { reason: e.reason, error: e.error?.message };
-        if (e.reason === 'error' && e.error) {
+        // The server announces a provider error as notice{kind:"error"} and then ends the turn with the same
+        // message: shown once. An error that came without its notice still gets one.
+        if (e.reason === 'error' && e.error && !this.turnErrors.has(e.error.message)) {
           ch.items.push(this.push({ type: 'notice', kind: 'error', text: e.error.message }));
         }
+        this.turnErrors.clear();
         ch.meta = true;
         break;
       }
@@ -344,6 +372,30 @@ export class ChatState {
     }
   }
 
+  /**
+   * Token usage of a resumed session: the totals from `session/load`'s `usage` (per model, summed here) and the
+   * last answer's figures from the newest assistant message that carries `usage`. Without it the footer showed
+   * nothing after a resume until the next answer, and then only that answer's tokens as the session's.
+   */
+  loadUsage(totals: { model: string; inputTokens: number; outputTokens: number; cachedTokens?: number }[] | undefined, messages: unknown[]): Change {
+    if (!totals?.length) return { items: [], meta: false };
+    let last: { model?: string; inputTokens?: number; outputTokens?: number } | undefined;
+    for (let i = messages.length - 1; i >= 0 && !last; i--) {
+      const m = messages[i] as { role?: string; usage?: { model?: string; inputTokens?: number; outputTokens?: number } };
+      if (m?.role === 'assistant' && m.usage) last = m.usage;
+    }
+    const newest = totals[totals.length - 1];
+    this.meta.usage = {
+      model: last?.model ?? newest.model,
+      inputTokens: last?.inputTokens ?? 0,
+      outputTokens: last?.outputTokens ?? 0,
+      cachedTokens: 0,
+      totalInput: totals.reduce((a, u) => a + u.inputTokens, 0),
+      totalOutput: totals.reduce((a, u) => a + u.outputTokens, 0),
+    };
+    return { items: [], meta: true };
+  }
+
   /** Rebuilds items from `session/load` messages: user/assistant text, tool calls with their results, notices. */
   loadHistory(messages: unknown[]): void {
     for (const raw of messages) {
@@ -353,7 +405,7 @@ export class ChatState {
         text?: string;
         kind?: string;
         reasoning?: string;
-        toolCalls?: { toolCallId?: string; name?: string; arguments?: unknown; result?: string; status?: string }[];
+        toolCalls?: { toolCallId?: string; name?: string; arguments?: unknown; result?: string; status?: string; diff?: FileDiff[] }[];
       };
       const text = typeof m.text === 'string' ? m.text : typeof m.content === 'string' ? m.content : contentText(m.content);
       if (m.role === 'user') this.push({ type: 'user', text });
@@ -368,9 +420,12 @@ export class ChatState {
             kind: kindOf(name),
             title: titleOf(name, c.arguments),
             arguments: c.arguments,
-            status: (c.status as ToolStatus) ?? 'completed',
+            // A call stored without a status has no result yet (the turn was cut, or it waits for an approval
+            // the resumed turn asks again): pending, not "completed".
+            status: (c.status as ToolStatus | undefined) ?? (c.result !== undefined ? 'completed' : 'pending'),
             output: '',
             result: c.result,
+            diff: c.diff,
           });
           if (c.toolCallId) this.toolIndex.set(c.toolCallId, i);
         }

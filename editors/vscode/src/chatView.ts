@@ -1,19 +1,23 @@
 // The chat webview view (`tandem.chat` in the tandem activity-bar container): builds its HTML with a strict
 // CSP, wires the ready handshake to the ViewBridge, forwards the webview's messages to the controller and
 // reports when VS Code first shows the view (it resolves a view only when it becomes visible).
+// The HTML says "Loading" until the script's first snapshot replaces it: a webview shown for the first time
+// (a palette prompt in a window whose chat was never open) takes 1.5-3.5 s to boot, and was blank meanwhile.
 import * as crypto from 'node:crypto';
 import * as vscode from 'vscode';
 import type { ViewBridge } from './viewBridge';
 
 export type WebviewMessage =
   | { type: 'ready' }
-  | { type: 'prompt'; text: string }
+  | { type: 'prompt'; text: string; images?: { mimeType: string; data: string }[] }
+  | { type: 'pickMention' }
   | { type: 'steer'; text: string }
   | { type: 'stop' }
   | { type: 'approve'; requestId: string; decision: import('./protocol').Decision; message?: string }
   | { type: 'answer'; requestId: string; answer: string }
   | { type: 'openDiff'; requestId: string; path?: string }
   | { type: 'openPlan'; requestId: string }
+  | { type: 'openAppliedDiff'; toolCallId: string; path?: string }
   | { type: 'command'; command: string };
 
 export class ChatViewProvider implements vscode.WebviewViewProvider {
@@ -51,6 +55,16 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
     this.onResolved();
   }
 
+  /**
+   * Shows a view VS Code resolved already without moving the focus (false when it never was: only the
+   * container command can show it then, and that focuses it).
+   */
+  showWithoutFocus(): boolean {
+    if (!this.view) return false;
+    this.view.show(true);
+    return true;
+  }
+
   /** Focuses the prompt box (after the view is shown). */
   focusInput(): void {
     this.bridge.send({ type: 'focus' });
@@ -80,19 +94,25 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
 <header id="bar">
   <button id="model" class="chip" title="Switch model" data-testid="model">—</button>
   <button id="mode" class="chip" title="Set permission mode" data-testid="mode">—</button>
+  <button id="network" class="chip" title="Network access of shell commands (click to switch)" data-testid="network">net: off</button>
   <span id="turn" class="turn" data-testid="turn-state">…</span>
   <button id="new" class="chip" title="New session" data-testid="new-session">+</button>
 </header>
 <div id="banner" class="banner" data-testid="banner" hidden></div>
-<main id="log" data-testid="log" aria-live="polite"></main>
+<div id="resume" class="resume" hidden><span id="resume-title"></span> <button id="resume-last" data-testid="resume-last" type="button">Resume last session</button></div>
+<main id="log" data-testid="log" aria-live="polite"><div class="notice" data-testid="loading">Loading the tandem chat…</div></main>
 <footer>
   <div id="ended" class="ended" data-testid="turn-ended"></div>
   <div id="usage" class="usage" data-testid="usage"></div>
+  <div id="context" class="context" data-testid="context-gauge" hidden><div class="gauge"><div id="gauge-fill" class="gauge-fill"></div></div><span id="context-text"></span></div>
+  <div id="attachments" class="attachments" data-testid="attachments"></div>
   <div class="composer">
     <textarea id="prompt" rows="3" data-testid="prompt" aria-label="Prompt"></textarea>
     <div class="composer-buttons">
       <button id="send" data-testid="send" type="button">Send</button>
       <button id="stop" data-testid="stop" class="danger" type="button" disabled>Stop</button>
+      <button id="attach" data-testid="attach-image" class="secondary" type="button" title="Attach an image (or paste one into the box)">Image…</button>
+      <input id="image-file" type="file" accept="image/png,image/jpeg,image/gif,image/webp" multiple hidden>
     </div>
   </div>
 </footer>

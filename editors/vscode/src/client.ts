@@ -9,6 +9,7 @@ import {
   type Decision,
   type InitializeResult,
   type LoadSessionResult,
+  type ModelInfo,
   type Mode,
   type NewSessionResult,
   type PromptPart,
@@ -239,6 +240,12 @@ export class TandemClient {
   }
   setMode(sessionId: string, mode: Mode): Promise<object> {
     return this.request('setMode', { sessionId, mode });
+  }
+  setNetworkAccess(sessionId: string, allow: boolean): Promise<{ allow: boolean }> {
+    return this.request('setNetworkAccess', { sessionId, allow });
+  }
+  listModels(): Promise<{ models: ModelInfo[]; defaultModel: string }> {
+    return this.request('models/list', {});
   }
   retry(sessionId: string): Promise<{ turnId: string }> {
     return this.request('retry', { sessionId });

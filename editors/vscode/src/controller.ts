@@ -14,9 +14,11 @@ import { DiffReview, requestIdOf } from './diffReview';
 import { askQuestion, PlanDocuments, reviewPlan, type QuestionHandle } from './questions';
 import { Supervisor } from './supervisor';
 import { ViewBridge } from './viewBridge';
-import { errorKind, DECISION_LABELS, MODES, MODE_DESCRIPTIONS, type Decision, type InitializeResult, type Mode, type SessionEvent } from './protocol';
-import { editedContent, formatExit, hasDecision, isTooLargeToEdit, promptWithSelection, type SelectionContext } from './promptContext';
+import { errorKind, DECISION_LABELS, MODES, MODE_DESCRIPTIONS, type Decision, type InitializeResult, type Mode, type PromptPart, type SessionEvent } from './protocol';
+import { editedContent, fileContext, formatExit, hasDecision, isTooLargeToEdit, mentions, modelAbilities, promptWithSelection, sessionPickItems, type SelectionContext } from './promptContext';
+import * as fs from 'node:fs';
 import { loadAllPages } from './loadPages';
+import { buildConfig, keyEnvName, PRESETS, secretKey, type ProviderPreset } from './modelConfig';
 
 type ToolItem = Extract<ChatItem, { type: 'tool' }>;
 
@@ -38,12 +40,16 @@ export class Controller implements vscode.Disposable {
   private client?: TandemClient;
   private init?: InitializeResult;
   /** Model and mode picked while there is no session yet; the first prompt's session/new takes them. */
-  private draft: { model?: string; mode?: Mode } = {};
+  private draft: { model?: string; mode?: Mode; network?: boolean } = {};
+  /** The selection picked as `@selection` in the prompt box, attached to the next prompt that mentions it. */
+  private mentionedSelection?: SelectionContext;
   /** The session/new in flight, so prompts sent before it answers share one session. */
   private creating?: Promise<string>;
   /** Resolved at the next turnEnded: a prompt that met a turn in the middle of ending waits for it. */
   private turnEndWaiters: Array<() => void> = [];
   private cwd = os.homedir();
+  /** API keys from SecretStorage, by the environment variable the config names; read before each (re)start. */
+  private secretEnv: Record<string, string> = {};
   /** Lets the chat view reveal itself (set by extension.ts). */
   revealChat: (focusInput?: boolean) => void = () => {};
 
@@ -77,6 +83,8 @@ export class Controller implements vscode.Disposable {
       serverPath,
       configFile: configFile || undefined,
       cwd: this.cwd,
+      // Keys stored by Configure Model reach the server only here, in its environment (never in a file).
+      env: { ...process.env, ...this.secretEnv },
       clientName: 'tandem-vscode',
       clientVersion: this.context.extension.packageJSON.version,
       log: (line) => this.output.appendLine(line),
@@ -90,7 +98,21 @@ export class Controller implements vscode.Disposable {
 
   start(): Promise<unknown> {
     this.setServer('starting');
-    return this.supervisor.start();
+    // Kept so that a command arriving while the keys are read waits for this start instead of finding no server.
+    this.starting = this.loadSecrets().then(() => this.supervisor.start());
+    return this.starting;
+  }
+
+  private starting?: Promise<unknown>;
+
+  /** Reads the API keys Configure Model stored, so launchOptions can put them into the server's environment. */
+  private async loadSecrets(): Promise<void> {
+    const env: Record<string, string> = {};
+    for (const p of PRESETS) {
+      const key = await Promise.resolve(this.context.secrets?.get(secretKey(p.kind))).catch(() => undefined);
+      if (key) env[keyEnvName(p.kind)] = key;
+    }
+    this.secretEnv = env;
   }
 
   /** Starts the server unless that happened already: the chat view calls it when first shown, for the model list. */
@@ -105,6 +127,7 @@ export class Controller implements vscode.Disposable {
     }
     this.setServer('starting', 'Restarting the tandem server…');
     this.dropPending();
+    await this.loadSecrets();
     await this.supervisor.restart();
   }
 
@@ -119,6 +142,7 @@ export class Controller implements vscode.Disposable {
       // onFailed already told the user why, with Open Settings / Retry: one message is enough.
       if (!this.client?.running) throw new ReportedError(this.state.meta.serverMessage ?? 'The tandem server did not start.');
     } else {
+      await this.starting?.catch(() => undefined);
       await this.supervisor.pending;
     }
     return this.requireClient();
@@ -133,9 +157,10 @@ export class Controller implements vscode.Disposable {
     client.onEvent((e) => this.onEvent(e));
     // Negated so the Sessions command stays in the palette before the server runs and can tell.
     void vscode.commands.executeCommand('setContext', 'tandem.noSessionStore', !init.capabilities.sessionStore);
-    this.state.setMeta({ server: 'ready', serverMessage: undefined, sessionStore: !!init.capabilities.sessionStore, models: init.models.map((m) => m.id) });
+    this.state.setMeta({ server: 'ready', serverMessage: undefined, sessionStore: !!init.capabilities.sessionStore, models: init.models.map((m) => m.id), modelInfos: init.models });
     if (!previous) {
       this.showDraft();
+      void this.offerLastSession();
     } else if (init.capabilities.sessionStore) {
       try {
         await this.loadSession(previous);
@@ -230,6 +255,7 @@ export class Controller implements vscode.Disposable {
     this.showDraft();
     this.bridge.resync();
     this.refreshUi({ items: [], meta: true });
+    void this.offerLastSession();
   }
 
   /** "New Session": stops a running turn and empties the chat; the server sees nothing until the next prompt. */
@@ -246,8 +272,11 @@ export class Controller implements vscode.Disposable {
     this.creating ??= (async () => {
       const s = await client.newSession(this.cwd, this.knownModel(this.draft.model), this.draft.mode ?? this.defaultMode());
       // Not a reset: notices shown in the draft (a restart, an error) stay above the first prompt.
-      this.publish(this.state.setMeta({ sessionId: s.sessionId, model: s.model, mode: s.mode }));
+      this.publish(this.state.setMeta({ sessionId: s.sessionId, model: s.model, mode: s.mode, networkAccess: false }));
+      const network = this.draft.network;
       this.draft = {};
+      // Sessions start with the network closed; one opened in the draft is opened before the first turn.
+      if (network) this.publish(this.state.setMeta({ networkAccess: (await client.setNetworkAccess(s.sessionId, true)).allow }));
       return s.sessionId;
     })().finally(() => (this.creating = undefined));
     return this.creating;
@@ -260,9 +289,47 @@ export class Controller implements vscode.Disposable {
     this.dropPending();
     this.draft = {};
     this.state.reset({ sessionId: s.sessionId, model: s.model, mode: s.mode });
+    this.state.setMeta({ networkAccess: s.networkAccess ?? false });
     this.state.loadHistory(s.messages ?? []);
+    this.state.loadUsage(s.usage, s.messages ?? []);
     this.bridge.resync();
     this.refreshUi({ items: [], meta: true });
+  }
+
+  /** The folder as the store keeps it: session/list compares canonical paths as strings (protocol.md). */
+  private canonicalCwd(): string {
+    try {
+      return fs.realpathSync(this.cwd);
+    } catch {
+      return this.cwd;
+    }
+  }
+
+  /**
+   * While the chat is an empty draft, offers the newest stored session of this folder ("Resume last session" in
+   * the chat). session/list only reads the store: nothing is created, and a session never prompted is not listed.
+   */
+  private async offerLastSession(): Promise<void> {
+    if (!this.client?.running || !this.init?.capabilities.sessionStore || this.state.meta.sessionId) return;
+    try {
+      const [newest] = sessionPickItems((await this.client.listSessions(this.canonicalCwd())).sessions);
+      if (this.state.meta.sessionId || this.state.items.some((i) => i.type !== 'notice')) return;
+      this.publish(this.state.setMeta({ lastSession: newest && { sessionId: newest.sessionId, title: newest.label, updatedAt: newest.updatedAt } }));
+    } catch (err) {
+      this.output.appendLine(`[tandem-vscode] could not list sessions for "Resume last session": ${msg(err)}`);
+    }
+  }
+
+  /** "Resume last session": the newest stored session of this folder. */
+  async resumeLast(): Promise<void> {
+    const client = await this.server();
+    if (!this.init?.capabilities.sessionStore) throw new Error('This tandem server keeps no session store, so there is no session to resume. Update tandem.');
+    const [newest] = sessionPickItems((await client.listSessions(this.canonicalCwd())).sessions);
+    if (!newest) {
+      void vscode.window.showInformationMessage('tandem has no past sessions for this folder yet: the first prompt starts one.');
+      return;
+    }
+    await this.loadSession(newest.sessionId);
   }
 
   async pickSession(): Promise<void> {
@@ -270,20 +337,16 @@ export class Controller implements vscode.Disposable {
     if (!this.init?.capabilities.sessionStore) {
       throw new Error('This tandem server keeps no session store yet, so past sessions cannot be resumed. Update tandem.');
     }
-    const { sessions } = await client.listSessions(this.cwd);
+    const { sessions } = await client.listSessions(this.canonicalCwd());
     if (!sessions.length) {
       void vscode.window.showInformationMessage('tandem has no past sessions for this folder yet.');
       return;
     }
-    const pick = await vscode.window.showQuickPick(
-      sessions.map((s) => ({
-        label: s.title || s.sessionId,
-        description: `${s.model} · ${new Date(s.updatedAt).toLocaleString()}`,
-        detail: s.cwd,
-        sessionId: s.sessionId,
-      })),
-      { title: 'Resume a tandem session', matchOnDescription: true },
-    );
+    // Newest first, by title (the session's first prompt) and date; sorted here too, not only trusted to the server.
+    const pick = await vscode.window.showQuickPick(sessionPickItems(sessions, this.state.meta.sessionId), {
+      title: 'Resume a tandem session (newest first)',
+      matchOnDescription: true,
+    });
     if (pick) await this.loadSession(pick.sessionId);
   }
 
@@ -364,7 +427,70 @@ export class Controller implements vscode.Disposable {
 
   // ---- actions ----------------------------------------------------------------------------------------
 
-  async prompt(text: string, selection?: SelectionContext): Promise<void> {
+  /**
+   * The prompt as sent: the text, the selection (the Prompt command's, or `@selection`), each `@file` mentioned
+   * that exists in the folder (its text in a fenced block), and pasted or attached images as image parts.
+   * A mention that names no readable file stays plain text; one over 256 KiB is refused with the cause.
+   */
+  private async buildPrompt(text: string, selection?: SelectionContext, images: { mimeType: string; data: string }[] = []): Promise<{ content: string | PromptPart[]; shown: string }> {
+    const sel = selection ?? (mentions(text).includes('selection') ? this.mentionedSelection : undefined);
+    let body = promptWithSelection(text, sel);
+    const attached: string[] = [];
+    for (const m of mentions(text)) {
+      if (m === 'selection') continue;
+      const abs = path.resolve(this.cwd, m);
+      if (path.relative(this.cwd, abs).startsWith('..')) continue;
+      let stat: fs.Stats;
+      try {
+        stat = await fs.promises.stat(abs);
+      } catch {
+        continue;
+      }
+      if (!stat.isFile()) continue;
+      if (stat.size > 256 * 1024) throw new Error(`@${m} is ${Math.round(stat.size / 1024)} KiB, over the 256 KiB a mention attaches: mention a smaller file, or ask tandem to read the part you need.`);
+      body += `\n\n${fileContext(m, await fs.promises.readFile(abs, 'utf8'))}`;
+      attached.push(m);
+    }
+    if (sel === this.mentionedSelection) this.mentionedSelection = undefined;
+    const notes = [sel ? `the selection from ${sel.path}` : '', ...attached.map((a) => `@${a}`), images.length ? `${images.length} image(s)` : ''].filter(Boolean);
+    const shown = notes.length ? `${text}\n(with ${notes.join(', ')})` : text;
+    if (!images.length) return { content: body, shown };
+    return { content: [{ type: 'text', text: body }, ...images.map((i) => ({ type: 'image' as const, mimeType: i.mimeType, data: i.data }))], shown };
+  }
+
+  /** `@` in the prompt box: a file of the folder (or the editor's selection) to mention, as the text to insert. */
+  async pickMention(): Promise<string | undefined> {
+    const files = await vscode.workspace.findFiles('**/*', '{**/node_modules/**,**/.git/**,**/target/**,**/dist/**,**/out/**}', 5000);
+    const items: (vscode.QuickPickItem & { mention: string })[] = [];
+    const sel = currentSelectionContext();
+    if (sel) items.push({ label: '$(selection) selection', description: `${sel.path}, lines ${sel.startLine}-${sel.endLine}`, mention: 'selection' });
+    for (const f of files) {
+      const rel = path.relative(this.cwd, f.fsPath);
+      if (!rel.startsWith('..')) items.push({ label: rel, mention: rel });
+    }
+    items.sort((a, b) => (a.mention === 'selection' ? -1 : b.mention === 'selection' ? 1 : a.label.localeCompare(b.label)));
+    const pick = await vscode.window.showQuickPick(items, { title: 'Mention a file (its text goes to the model with the prompt)', matchOnDescription: true });
+    if (!pick) return undefined;
+    if (pick.mention === 'selection') this.mentionedSelection = sel;
+    return pick.mention;
+  }
+
+  /** The network switch: lets the session's shell commands use the network, or not (closed by default). */
+  async toggleNetwork(): Promise<void> {
+    const sessionId = this.state.meta.sessionId;
+    if (!sessionId) {
+      this.draft.network = !this.draft.network;
+      this.publish(this.state.setMeta({ networkAccess: this.draft.network }));
+      this.publish(this.state.addNotice('network', `Network access for shell commands: ${this.draft.network ? 'allowed' : 'closed'} (applied when the first prompt starts the session).`));
+      return;
+    }
+    const { client } = this.requireSession();
+    const r = await client.setNetworkAccess(sessionId, !this.state.meta.networkAccess);
+    // The server announces a change with a notice{kind:"network"} event; the header shows the value in force.
+    this.publish(this.state.setMeta({ networkAccess: r.allow }));
+  }
+
+  async prompt(text: string, selection?: SelectionContext, images: { mimeType: string; data: string }[] = []): Promise<void> {
     if (this.state.meta.sessionId && this.state.meta.turn !== 'idle') {
       try {
         return await this.steer(text);
@@ -374,10 +500,15 @@ export class Controller implements vscode.Disposable {
         if (!(err instanceof NoTurnToSteer)) throw err;
       }
     }
+    const built = await this.buildPrompt(text, selection, images);
     const client = await this.server();
     const sessionId = await this.session(client);
-    const content = promptWithSelection(text, selection);
-    this.publish(this.state.addUser(selection ? `${text}\n(with the selection from ${selection.path})` : text));
+    const content = built.content;
+    const model = this.init?.models.find((m) => m.id === this.state.meta.model);
+    if (images.length && model && !model.vision) {
+      this.publish(this.state.addNotice('warning', `${model.id} does not see images: the server sends it a placeholder instead and keeps the images for a model that does (Switch Model).`));
+    }
+    this.publish(this.state.addUser(built.shown));
     // A prompt can meet a turn the chat has not seen yet: a running one takes the text as a steer;
     // one that is already ending (it refuses both a prompt and a steer until its turnEnded) is
     // waited for, and the text then starts the next turn. Either way the text is not lost.
@@ -404,6 +535,11 @@ export class Controller implements vscode.Disposable {
     try {
       await client.steer(sessionId, text);
       this.publish(this.state.addUser(text, true));
+      // The turn is parked on the user: the steer reaches the model only once they answered, so say so.
+      const waitingOn = this.state.pendingApprovals().length ? 'the pending approval' : this.state.pendingQuestions().length ? 'the pending question' : undefined;
+      if (waitingOn) {
+        this.publish(this.state.addNotice('steering', `Steering queued: the agent reads it at its next step, after you answer ${waitingOn} above.`));
+      }
     } catch (err) {
       if (errorKind(err) === 'noTurnRunning') throw new NoTurnToSteer();
       throw err;
@@ -477,12 +613,18 @@ export class Controller implements vscode.Disposable {
   /** Without a session the pick is remembered for the first prompt's session/new; the list needs the server. */
   async pickModel(): Promise<void> {
     const client = await this.server();
+    // models/list is the current catalog (initialize's may be older); a server without it keeps initialize's.
+    const fresh = await client.listModels().catch(() => undefined);
+    if (fresh?.models?.length && this.init) {
+      this.init = { ...this.init, models: fresh.models };
+      this.publish(this.state.setMeta({ models: fresh.models.map((m) => m.id), modelInfos: fresh.models }));
+    }
     const models = this.init?.models ?? [];
     const pick = await vscode.window.showQuickPick(
       models.map((m) => ({
         label: m.id,
         description: [m.id === this.state.meta.model ? 'current' : '', m.provider, m.name].filter(Boolean).join(' · '),
-        detail: [m.contextWindow ? `${m.contextWindow} tokens context` : '', m.vision ? 'images' : ''].filter(Boolean).join(', ') || undefined,
+        detail: modelAbilities(m),
       })),
       { title: 'Switch the tandem model', placeHolder: `Current: ${this.state.meta.model ?? 'none'}` },
     );
@@ -505,14 +647,76 @@ export class Controller implements vscode.Disposable {
       { title: 'Set the tandem permission mode' },
     );
     if (!pick) return;
+    const mode = pick.label as Mode;
+    const notice = `Permission mode: ${mode} (${MODE_DESCRIPTIONS[mode]}).`;
     if (!this.state.meta.sessionId) {
-      this.draft.mode = pick.label as Mode;
+      this.draft.mode = mode;
       this.showDraft();
+      this.publish(this.state.addNotice('mode', `${notice} The first prompt's session starts in it.`));
       return;
     }
     const { client, sessionId } = this.requireSession();
-    await client.setMode(sessionId, pick.label as Mode);
-    this.publish(this.state.setMeta({ mode: pick.label as Mode }));
+    await client.setMode(sessionId, mode);
+    this.publish(this.state.setMeta({ mode }));
+    // The header chip changes quietly; the chat keeps a line saying from where on the agent may do more (or less).
+    this.publish(this.state.addNotice('mode', notice));
+  }
+
+  /**
+   * "Configure Model…": a provider kind, the model, the base URL where one applies, and the API key. The key goes
+   * to SecretStorage; the config file names only its variable. The file is `tandem.configFile` when that is one
+   * this command wrote, else a new one in the extension's storage, and the setting then points at it (a config
+   * the user wrote is never overwritten). The server restarts with the new config and the key in its environment.
+   */
+  async configureModel(): Promise<void> {
+    const pick = await vscode.window.showQuickPick(
+      PRESETS.map((p) => ({ label: p.label, detail: p.detail, preset: p })),
+      { title: 'Configure a tandem model (1/4): provider' },
+    );
+    if (!pick) return;
+    const preset: ProviderPreset = pick.preset;
+    const model = await vscode.window.showInputBox({ title: 'Configure a tandem model (2/4): model name', value: preset.defaultModel, prompt: 'The model id the provider knows (sent as the request\'s model).', ignoreFocusOut: true });
+    if (!model?.trim()) return;
+    let baseUrl: string | undefined;
+    if (preset.kind === 'openaiCompatible') {
+      baseUrl = await vscode.window.showInputBox({
+        title: 'Configure a tandem model (3/4): base URL',
+        value: preset.baseUrl,
+        prompt: 'The server\'s OpenAI-compatible base URL, up to /v1 (OpenRouter: https://openrouter.ai/api/v1; Ollama: http://127.0.0.1:11434/v1).',
+        ignoreFocusOut: true,
+        validateInput: (v) => (/^https?:\/\/\S+$/.test(v.trim()) ? undefined : 'An http:// or https:// URL'),
+      });
+      if (!baseUrl?.trim()) return;
+      baseUrl = baseUrl.trim();
+    }
+    const key = await vscode.window.showInputBox({
+      title: 'Configure a tandem model (4/4): API key',
+      prompt: preset.needsKey
+        ? 'Kept in VS Code\'s secret storage and given to the server in its environment; never written to a file.'
+        : 'Leave empty for a local server that takes no key. A key is kept in VS Code\'s secret storage, never in a file.',
+      password: true,
+      ignoreFocusOut: true,
+    });
+    if (key === undefined) return;
+    if (preset.needsKey && !key.trim()) throw new Error(`${preset.label} needs an API key: run "tandem: Configure Model…" again and paste it.`);
+    if (key.trim()) await this.context.secrets.store(secretKey(preset.kind), key.trim());
+    else await this.context.secrets.delete(secretKey(preset.kind));
+
+    const cfg = vscode.workspace.getConfiguration('tandem');
+    const current = cfg.get<string>('configFile') || '';
+    const ours = current && path.isAbsolute(current) && fs.existsSync(current) && fs.readFileSync(current, 'utf8').startsWith('# Written by the tandem VS Code extension');
+    const file = ours ? current : path.join(this.context.globalStorageUri.fsPath, 'tandem.toml');
+    await fs.promises.mkdir(path.dirname(file), { recursive: true });
+    await fs.promises.writeFile(file, buildConfig({ preset, model: model.trim(), baseUrl, withKey: !!key.trim() }), { mode: 0o600 });
+    this.output.appendLine(`[tandem-vscode] Configure Model wrote ${file} (${preset.label}, ${model.trim()}); the key is in secret storage`);
+    if (file !== current) {
+      // The settings change restarts a running server (extension.ts); a server not started yet reads it later.
+      await cfg.update('configFile', file, vscode.ConfigurationTarget.Global);
+      if (current) void vscode.window.showInformationMessage(`tandem now uses ${file}; your config ${current} was left as it was (set tandem.configFile back to use it).`);
+    } else if (this.started) {
+      await this.restart();
+    }
+    void vscode.window.showInformationMessage(`tandem: ${preset.label} model ${model.trim()} configured in ${file}.`);
   }
 
   showLog(): void {
@@ -530,6 +734,21 @@ export class Controller implements vscode.Disposable {
     this.plans.dispose();
     await this.supervisor.dispose();
   }
+}
+
+/** The active editor's selection as prompt context (undefined without a non-empty selection). */
+export function currentSelectionContext(): SelectionContext | undefined {
+  const ed = vscode.window.activeTextEditor;
+  if (!ed || ed.selection.isEmpty) return undefined;
+  const doc = ed.document;
+  const folder = vscode.workspace.getWorkspaceFolder(doc.uri);
+  return {
+    path: folder ? path.relative(folder.uri.fsPath, doc.uri.fsPath) : doc.uri.fsPath,
+    languageId: doc.languageId,
+    startLine: ed.selection.start.line + 1,
+    endLine: ed.selection.end.line + 1 - (ed.selection.end.character === 0 && ed.selection.end.line > ed.selection.start.line ? 1 : 0),
+    text: doc.getText(ed.selection),
+  };
 }
 
 /** A failure the user was already shown (with its actions), so a command that hit it adds no second message. */

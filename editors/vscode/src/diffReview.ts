@@ -14,6 +14,8 @@ import type { FileDiff } from './protocol';
 export const PROPOSED_SCHEME = 'tandem-proposed';
 export const EMPTY_SCHEME = 'tandem-empty';
 export const ORIGINAL_SCHEME = 'tandem-original';
+/** Both sides of an applied edit's diff (`toolCallUpdate.diff`): read-only text the server reported. */
+export const APPLIED_SCHEME = 'tandem-applied';
 
 /**
  * `tandem-proposed:/<relative path>?<requestId>/<index>`: the path alone shows in the tab and breadcrumbs
@@ -87,6 +89,8 @@ export const READ_ONLY_NOTICE =
 export class DiffReview implements vscode.Disposable {
   private readonly fsp = new ProposedFs();
   private readonly originals = new Map<string, string>();
+  /** Texts of applied edits' diffs by URI key, kept while the window lives (they are small next to the chat). */
+  private readonly applied = new Map<string, string>();
   private readonly reviews = new Map<string, Review>();
   private readonly disposables: vscode.Disposable[] = [];
 
@@ -96,6 +100,9 @@ export class DiffReview implements vscode.Disposable {
       vscode.workspace.registerTextDocumentContentProvider(EMPTY_SCHEME, { provideTextDocumentContent: () => '' }),
       vscode.workspace.registerTextDocumentContentProvider(ORIGINAL_SCHEME, {
         provideTextDocumentContent: (uri) => this.originals.get(keyOf(uri)) ?? '',
+      }),
+      vscode.workspace.registerTextDocumentContentProvider(APPLIED_SCHEME, {
+        provideTextDocumentContent: (uri) => this.applied.get(keyOf(uri)) ?? '',
       }),
     );
   }
@@ -114,6 +121,19 @@ export class DiffReview implements vscode.Disposable {
     this.reviews.set(requestId, { cwd, diffs, uris, readOnly });
   }
 
+  /**
+   * The original text a proposal document is compared with (empty for a new file) and whether it is read-only,
+   * for the per-hunk revert; undefined when the document is no pending proposal.
+   */
+  originalOf(uri: vscode.Uri): { text: string; readOnly: boolean } | undefined {
+    const requestId = requestIdOf(uri);
+    const r = requestId ? this.reviews.get(requestId) : undefined;
+    const index = Number(uri.query.split('/')[1]);
+    const d = r?.diffs[index];
+    if (!r || !d || r.uris[index].toString() !== uri.toString()) return undefined;
+    return { text: d.oldText ?? '', readOnly: r.readOnly };
+  }
+
   /** Whether the proposal is registered read-only (cut, too large to show in full). */
   isReadOnly(requestId: string): boolean {
     return this.reviews.get(requestId)?.readOnly ?? false;
@@ -123,10 +143,18 @@ export class DiffReview implements vscode.Disposable {
     return this.reviews.has(requestId);
   }
 
-  /** Opens `vscode.diff` for every file of the proposal (or only `onlyPath`). */
-  async open(requestId: string, onlyPath?: string): Promise<void> {
+  /**
+   * Opens `vscode.diff` for every file of the proposal (or only `onlyPath`). `focus` only when the user asked
+   * for it (the chat card's Open diff): an automatic open keeps the focus where the user is, because keystrokes
+   * meant for another editor landed in the editable proposal, and Allow would have written them (issue 23 item 2).
+   */
+  async open(requestId: string, onlyPath?: string, opts: { focus?: boolean } = {}): Promise<void> {
     const r = this.reviews.get(requestId);
     if (!r) throw new Error('This proposal is no longer pending (it was answered or the turn ended).');
+    // Opened by itself, the review goes beside the editor the user works in, so that editor stays on screen and
+    // keeps the keyboard; in the same group it would hide it and the keystrokes would go nowhere visible.
+    const working = vscode.window.activeTextEditor;
+    const beside = !opts.focus && !!working && working.document.uri.scheme !== PROPOSED_SCHEME;
     for (let i = 0; i < r.diffs.length; i++) {
       const d = r.diffs[i];
       if (onlyPath && d.path !== onlyPath) continue;
@@ -144,11 +172,34 @@ export class DiffReview implements vscode.Disposable {
       const name = path.basename(d.path);
       const access = r.readOnly ? '(read-only: too large to show in full, cannot be edited)' : '(editable)';
       const title = `${name} ${d.oldText === null ? '(new file)' : ''} ↔ proposed by tandem ${access}`.replace(/\s+/g, ' ');
-      await vscode.commands.executeCommand('vscode.diff', left, r.uris[i], title, { preview: false });
+      await vscode.commands.executeCommand('vscode.diff', left, r.uris[i], title, {
+        preview: false,
+        preserveFocus: !opts.focus,
+        ...(beside ? { viewColumn: vscode.ViewColumn.Beside } : {}),
+      });
     }
     if (r.readOnly && !r.explained) {
       r.explained = true;
       void vscode.window.showWarningMessage(READ_ONLY_NOTICE);
+    }
+  }
+
+  /**
+   * Opens what a completed edit wrote (`toolCallUpdate.diff`, the change as applied, the user's version when
+   * they edited the proposal) as a read-only diff: text before on the left, text written on the right. Both
+   * come from the server's report, not from the disk, which may have changed since.
+   */
+  async openApplied(toolCallId: string, diffs: FileDiff[], onlyPath?: string): Promise<void> {
+    for (let i = 0; i < diffs.length; i++) {
+      const d = diffs[i];
+      if (onlyPath && d.path !== onlyPath) continue;
+      const rel = '/' + d.path.replace(/^\/+/, '');
+      const left = vscode.Uri.from({ scheme: APPLIED_SCHEME, path: rel, query: `${toolCallId}/${i}/before` });
+      const right = vscode.Uri.from({ scheme: APPLIED_SCHEME, path: rel, query: `${toolCallId}/${i}/after` });
+      this.applied.set(keyOf(left), d.oldText ?? '');
+      this.applied.set(keyOf(right), d.newText);
+      const title = `${path.basename(d.path)} ${d.oldText === null ? '(new file)' : ''} ↔ applied by tandem (read-only)`.replace(/\s+/g, ' ');
+      await vscode.commands.executeCommand('vscode.diff', left, right, title, { preview: true });
     }
   }
 

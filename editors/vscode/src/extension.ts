@@ -1,14 +1,11 @@
-// Extension entry point: creates the controller and the chat view and registers the commands (palette,
-// keybindings, editor-title actions on the diff); deactivate stops the server. Activation starts nothing:
+// Extension entry point: creates the controller and the chat view, registers the commands (commands.ts) and
+// routes the chat webview's messages; deactivate stops the server. Activation starts nothing:
 // package.json activates on the chat view and the commands only, the server starts when the chat view is
 // first shown or a command needs it, and the first prompt creates the session (see controller.ts).
-import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { ChatViewProvider, type WebviewMessage } from './chatView';
+import { registerCommands } from './commands';
 import { Controller, msg, ReportedError } from './controller';
-import { askQuestion } from './questions';
-import type { SelectionContext } from './promptContext';
-import type { Decision } from './protocol';
 
 let controller: Controller | undefined;
 
@@ -29,82 +26,14 @@ export function activate(context: vscode.ExtensionContext): void {
     await vscode.commands.executeCommand(`${ChatViewProvider.viewId}.focus`);
     if (focusInput) view.focusInput();
   };
+  // An approval or a question reveals the chat without taking the focus from the editor the user types in.
   c.revealChat = (focusInput = false) => {
-    if (!view.visible) void openChat(focusInput);
+    if (view.visible) return;
+    if (!focusInput && view.showWithoutFocus()) return;
+    void openChat(focusInput);
   };
 
-  // Every command reports failures with the cause instead of failing silently.
-  const register = (id: string, fn: (...args: unknown[]) => unknown) =>
-    context.subscriptions.push(
-      vscode.commands.registerCommand(id, async (...args: unknown[]) => {
-        try {
-          await fn(...args);
-        } catch (err) {
-          if (!(err instanceof ReportedError)) c.showError(msg(err));
-        }
-      }),
-    );
-
-  register('tandem.openChat', () => openChat(true));
-  register('tandem.prompt', async () => {
-    const selection = currentSelection();
-    const running = c.state.meta.turn !== 'idle';
-    const text = await vscode.window.showInputBox({
-      title: running ? 'Steer the running tandem turn' : 'Prompt tandem',
-      prompt: selection && !running ? `The selection from ${selection.path} (${selectionLines(selection)}) is attached.` : undefined,
-      placeHolder: running ? 'Guidance injected at the next safe point' : 'What should tandem do?',
-      ignoreFocusOut: true,
-    });
-    if (!text?.trim()) return;
-    if (running) await c.steer(text.trim());
-    else {
-      void openChat(false);
-      await c.prompt(text.trim(), selection);
-    }
-  });
-  register('tandem.steer', async () => {
-    const text = await vscode.window.showInputBox({ title: 'Steer the running tandem turn', placeHolder: 'Guidance injected at the next safe point', ignoreFocusOut: true });
-    if (text?.trim()) await c.steer(text.trim());
-  });
-  register('tandem.stop', () => c.stop());
-  register('tandem.retry', () => c.retry());
-  register('tandem.switchModel', () => c.pickModel());
-  register('tandem.setMode', () => c.pickMode());
-  register('tandem.sessions', () => c.pickSession());
-  register('tandem.newSession', () => c.newSession());
-  register('tandem.restartServer', () => c.restart());
-  register('tandem.showLog', () => c.showLog());
-
-  const decide = (decision: Decision) => async (arg?: unknown) => {
-    const tool = c.resolveApproval(arg);
-    if (!tool) throw new Error('No approval is pending.');
-    await c.approve(tool.approval!.requestId, decision);
-  };
-  register('tandem.approve', decide('once'));
-  register('tandem.approveAlwaysTool', decide('alwaysTool'));
-  register('tandem.approveAlwaysCommand', decide('alwaysCommand'));
-  register('tandem.deny', async (arg?: unknown) => {
-    const tool = c.resolveApproval(arg);
-    if (!tool) throw new Error('No approval is pending.');
-    const reason = await vscode.window.showInputBox({
-      title: `Deny: ${tool.title}`,
-      prompt: 'Optional reason, sent to the agent. Enter to deny, Escape to cancel.',
-      ignoreFocusOut: true,
-    });
-    if (reason === undefined) return;
-    await c.deny(tool.approval!.requestId, reason.trim());
-  });
-  register('tandem.answer', async () => {
-    const q = c.state.pendingQuestions()[0];
-    if (!q) throw new Error('No question is pending.');
-    if (q.plan !== undefined) {
-      await c.plans.show(q.requestId);
-      const pick = await vscode.window.showQuickPick(['accept', 'reject'], { title: 'Answer the plan' });
-      if (pick) await c.answer(q.requestId, pick);
-      return;
-    }
-    askQuestion(q.question, q.choices, (a) => void c.answer(q.requestId, a).catch((err) => c.showError(msg(err))));
-  });
+  registerCommands(context, c, openChat);
 
   context.subscriptions.push(
     vscode.workspace.onDidChangeConfiguration((e) => {
@@ -121,7 +50,12 @@ async function onWebviewMessage(c: Controller, m: WebviewMessage): Promise<void>
   try {
     switch (m.type) {
       case 'prompt':
-        return await c.prompt(m.text);
+        return await c.prompt(m.text, undefined, m.images ?? []);
+      case 'pickMention': {
+        const mention = await c.pickMention();
+        c.bridge.send({ type: 'mention', mention: mention ?? null });
+        return;
+      }
       case 'steer':
         return await c.steer(m.text);
       case 'stop':
@@ -131,7 +65,12 @@ async function onWebviewMessage(c: Controller, m: WebviewMessage): Promise<void>
       case 'answer':
         return await c.answer(m.requestId, m.answer);
       case 'openDiff':
-        return await c.diffs.open(m.requestId, m.path);
+        return await c.diffs.open(m.requestId, m.path, { focus: true });
+      case 'openAppliedDiff': {
+        const tool = c.state.toolByCallId(m.toolCallId);
+        if (!tool?.diff?.length) throw new Error('That edit has no recorded diff any more (the chat was reset).');
+        return await c.diffs.openApplied(tool.toolCallId, tool.diff, m.path);
+      }
       case 'openPlan':
         return await c.plans.show(m.requestId);
       case 'command':
@@ -143,23 +82,6 @@ async function onWebviewMessage(c: Controller, m: WebviewMessage): Promise<void>
   }
 }
 
-function currentSelection(): SelectionContext | undefined {
-  const ed = vscode.window.activeTextEditor;
-  if (!ed || ed.selection.isEmpty) return undefined;
-  const doc = ed.document;
-  const folder = vscode.workspace.getWorkspaceFolder(doc.uri);
-  return {
-    path: folder ? path.relative(folder.uri.fsPath, doc.uri.fsPath) : doc.uri.fsPath,
-    languageId: doc.languageId,
-    startLine: ed.selection.start.line + 1,
-    endLine: ed.selection.end.line + 1 - (ed.selection.end.character === 0 && ed.selection.end.line > ed.selection.start.line ? 1 : 0),
-    text: doc.getText(ed.selection),
-  };
-}
-
-function selectionLines(s: SelectionContext): string {
-  return s.startLine === s.endLine ? `line ${s.startLine}` : `lines ${s.startLine}-${s.endLine}`;
-}
 
 export async function deactivate(): Promise<void> {
   await controller?.dispose();

@@ -51,3 +51,69 @@ export function isTooLargeToEdit(reason: string | undefined): boolean {
 export function formatExit(code: number | null, signal: string | null): string {
   return signal ? `signal ${signal}` : `exit code ${code}`;
 }
+
+/** Added and removed lines of a unified diff (its ---/+++ headers excluded), for an applied edit's summary. */
+export function diffStat(unified: string): { added: number; removed: number } {
+  let added = 0;
+  let removed = 0;
+  for (const line of unified.split('\n')) {
+    if (line.startsWith('+++') || line.startsWith('---')) continue;
+    if (line.startsWith('+')) added++;
+    else if (line.startsWith('-')) removed++;
+  }
+  return { added, removed };
+}
+
+/** Sessions of `session/list` for a picker: newest first, by title (the first prompt) and date. */
+export function sessionPickItems<T extends { sessionId: string; title?: string; model: string; updatedAt: string | number }>(
+  sessions: T[],
+  current?: string,
+): { label: string; description: string; sessionId: string; updatedAt: number }[] {
+  return sessions
+    .map((s) => ({ s, at: typeof s.updatedAt === 'number' ? s.updatedAt : Date.parse(s.updatedAt) }))
+    .sort((a, b) => b.at - a.at)
+    .map(({ s, at }) => ({
+      label: s.title?.trim() || '(no prompt yet)',
+      description: [new Date(at).toLocaleString(), s.model, s.sessionId === current ? 'open now' : ''].filter(Boolean).join(' · '),
+      sessionId: s.sessionId,
+      updatedAt: at,
+    }));
+}
+
+/** `@file` mentions in a prompt (an `@` at the start or after whitespace), in order, without duplicates. */
+export function mentions(text: string): string[] {
+  const out: string[] = [];
+  // Sentence punctuation after a mention ("see @a.md, then") is not part of the path.
+  for (const m of text.matchAll(/(?:^|\s)@([^\s@]+)/g)) {
+    const name = m[1].replace(/[.,;:!?)\]}'"]+$/, '');
+    if (name && !out.includes(name)) out.push(name);
+  }
+  return out;
+}
+
+/** A file's text as prompt context: a fenced block naming it, the fence longer than any backtick run inside. */
+export function fileContext(relPath: string, text: string): string {
+  const longest = Math.max(2, ...(text.match(/`+/g) ?? []).map((r) => r.length));
+  const fence = '`'.repeat(longest + 1);
+  return `File ${relPath} (mentioned as @${relPath}):\n${fence}\n${text}${text.endsWith('\n') ? '' : '\n'}${fence}`;
+}
+
+/** Tokens in the model's context after the last answer, over its window: the chat's context gauge. */
+export function contextGauge(usage: { inputTokens: number; outputTokens: number } | undefined, window: number | undefined): { used: number; window: number; percent: number } | undefined {
+  if (!usage || !window) return undefined;
+  const used = usage.inputTokens + usage.outputTokens;
+  return { used, window, percent: Math.min(100, Math.round((used / window) * 100)) };
+}
+
+/** One line per model for the picker: its window and what it can take besides text. */
+export function modelAbilities(m: { contextWindow?: number; maxOutputTokens?: number; vision?: boolean; pdf?: boolean; reasoning?: boolean; parallelToolCalls?: boolean }): string {
+  const parts = [
+    m.contextWindow ? `${m.contextWindow.toLocaleString('en-US')} tokens of context` : 'context window unknown',
+    m.maxOutputTokens ? `${m.maxOutputTokens.toLocaleString('en-US')} out` : '',
+    m.vision ? 'images' : 'no images',
+    m.pdf ? 'PDF' : '',
+    m.reasoning ? 'reasoning' : '',
+    m.parallelToolCalls ? 'parallel tools' : '',
+  ];
+  return parts.filter(Boolean).join(' · ');
+}

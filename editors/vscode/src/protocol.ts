@@ -19,7 +19,11 @@ export interface ModelInfo {
   provider?: string;
   name?: string;
   contextWindow?: number;
+  maxOutputTokens?: number;
   vision?: boolean;
+  pdf?: boolean;
+  reasoning?: boolean;
+  parallelToolCalls?: boolean;
 }
 
 export interface InitializeResult {

@@ -2,6 +2,9 @@
 // `ready` (messages posted earlier would be dropped by VS Code), then it gets one full snapshot followed by
 // incremental updates. Because the snapshot comes from ChatState, an event that arrived before the view
 // existed, or while it was hidden or reloading, is never lost. vscode-free so it is unit-tested.
+// A streaming assistant message only grows, so while it streams the bridge posts what was appended since the
+// last post (`append`) instead of the whole message: re-sending and re-parsing a 2,000-line answer on every
+// chunk made streaming cost quadratic CPU in the extension host and the webview (issue 23 item 9).
 import type { Change, ChatState } from './chatState';
 
 export type Post = (message: unknown) => unknown;
@@ -9,6 +12,8 @@ export type Post = (message: unknown) => unknown;
 export class ViewBridge {
   private post?: Post;
   private ready = false;
+  /** Text and reasoning lengths of each streaming assistant item the webview holds, by item index. */
+  private readonly sent = new Map<number, { text: number; reasoning: number }>();
 
   constructor(private readonly state: ChatState) {}
 
@@ -30,22 +35,49 @@ export class ViewBridge {
   onReady(): void {
     if (!this.post) return;
     this.ready = true;
-    this.post({ type: 'snapshot', snapshot: this.state.snapshot() });
+    this.postSnapshot();
   }
 
   /** Sends what changed; before `ready` it sends nothing because the coming snapshot will include it. */
   publish(change: Change): void {
     if (!this.ready || !this.post) return;
     const indices = [...new Set(change.items)].sort((a, b) => a - b);
-    if (indices.length) {
-      this.post({ type: 'items', updates: indices.map((index) => ({ index, item: this.state.items[index] })) });
+    const whole: number[] = [];
+    for (const index of indices) {
+      const item = this.state.items[index];
+      const had = this.sent.get(index);
+      if (item?.type === 'assistant' && item.streaming && had && item.text.length >= had.text && item.reasoning.length >= had.reasoning) {
+        const text = item.text.slice(had.text);
+        const reasoning = item.reasoning.slice(had.reasoning);
+        if (text || reasoning) this.post({ type: 'append', index, text, reasoning });
+        this.sent.set(index, { text: item.text.length, reasoning: item.reasoning.length });
+      } else {
+        whole.push(index);
+        this.track(index);
+      }
+    }
+    if (whole.length) {
+      this.post({ type: 'items', updates: whole.map((index) => ({ index, item: this.state.items[index] })) });
     }
     if (change.meta) this.post({ type: 'meta', meta: this.state.meta });
   }
 
   /** After a reset (new or loaded session) the whole list changed. */
   resync(): void {
-    if (this.ready && this.post) this.post({ type: 'snapshot', snapshot: this.state.snapshot() });
+    if (this.ready && this.post) this.postSnapshot();
+  }
+
+  private postSnapshot(): void {
+    this.sent.clear();
+    this.state.items.forEach((_, i) => this.track(i));
+    this.post!({ type: 'snapshot', snapshot: this.state.snapshot() });
+  }
+
+  /** Remembers what the webview holds of a streaming assistant item (appends continue from there). */
+  private track(index: number): void {
+    const item = this.state.items[index];
+    if (item?.type === 'assistant' && item.streaming) this.sent.set(index, { text: item.text.length, reasoning: item.reasoning.length });
+    else this.sent.delete(index);
   }
 
   send(message: unknown): void {

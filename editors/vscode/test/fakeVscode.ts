@@ -73,6 +73,7 @@ export const FileType = { File: 1, Directory: 2 };
 export const FileChangeType = { Changed: 1, Created: 2, Deleted: 3 };
 export const FilePermission = { Readonly: 1 };
 export const StatusBarAlignment = { Left: 1, Right: 2 };
+export const ViewColumn = { Active: -1, Beside: -2, One: 1, Two: 2 };
 
 /** A text document as the fake editor holds it; `setText` simulates the user typing in it. */
 export class FakeDocument {
@@ -174,6 +175,22 @@ export const workspace = {
     return new Disposable(() => fake.configListeners.splice(fake.configListeners.indexOf(l), 1));
   },
   getWorkspaceFolder: () => workspace.workspaceFolders?.[0],
+  /** Every file under the workspace folder (the include glob is ignored; node_modules and .git are skipped). */
+  async findFiles(_include: string, _exclude?: string, max = 5000) {
+    const fs = require('node:fs') as typeof import('node:fs');
+    const path = require('node:path') as typeof import('node:path');
+    const out: Uri[] = [];
+    const walk = (dir: string) => {
+      for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+        if (out.length >= max || e.name === 'node_modules' || e.name === '.git') continue;
+        const p = path.join(dir, e.name);
+        if (e.isDirectory()) walk(p);
+        else if (e.isFile()) out.push(Uri.file(p));
+      }
+    };
+    if (fake.workspaceFolder) walk(fake.workspaceFolder);
+    return out;
+  },
   async openTextDocument(uri: Uri) {
     let d = fake.textDocuments.find((x) => x.uri.toString() === uri.toString());
     if (!d) fake.textDocuments.push((d = new FakeDocument(uri, readDoc(uri))));

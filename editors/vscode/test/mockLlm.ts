@@ -22,6 +22,8 @@ export interface ScriptedResponse {
 
 export interface RecordedRequest {
   body: any;
+  /** The request's headers (lower-case names), e.g. the authorization the server sent. */
+  headers: http.IncomingHttpHeaders;
   /** True once the client closed the connection before we finished the stream. */
   aborted: boolean;
 }
@@ -84,7 +86,7 @@ export class MockLlm {
     }
     let raw = '';
     for await (const chunk of req) raw += chunk;
-    const rec: RecordedRequest = { body: JSON.parse(raw), aborted: false };
+    const rec: RecordedRequest = { body: JSON.parse(raw), headers: req.headers, aborted: false };
     this.requests.push(rec);
     let closed = false;
     let onClosed!: () => void;

@@ -21,6 +21,8 @@ const EXT_DIR = path.resolve(__dirname, '..', '..', '..');
 interface FakeView {
   posted: any[];
   send(m: unknown): void;
+  /** The HTML the view was given (what shows before its script runs). */
+  html?: () => string;
 }
 
 /** The server processes the extension spawned (argv of each) and the requests it sent, in order. */
@@ -52,21 +54,23 @@ async function activate(
   ext.activate(context as never);
   const posted: any[] = [];
   let handler: (m: unknown) => void = () => {};
+  const webview: { html: string } = { html: '' };
   const show = () =>
     fake.webviewProviders.get('tandem.chat').resolveWebviewView({
       visible: true,
-      webview: {
+      webview: Object.assign(webview, {
         options: {},
         html: '',
         cspSource: 'vscode-resource:',
         asWebviewUri: (u: Uri) => u,
-        postMessage: async (m: unknown) => posted.push(m),
+        // A copy, as VS Code serializes what it posts: the view must not see later changes of the state it was sent.
+        postMessage: async (m: unknown) => posted.push(structuredClone(m)),
         onDidReceiveMessage: (h: (m: unknown) => void) => (handler = h),
-      },
+      }),
       onDidDispose: () => undefined,
     });
   if (opts.showView !== false) show();
-  return { view: { posted, send: (m) => handler(m) }, ws, show };
+  return { view: { posted, send: (m) => handler(m), html: () => webview.html }, ws, show };
 }
 
 /** The chat items as the webview would have them, rebuilt from the posted snapshot and updates. */
@@ -75,6 +79,9 @@ function viewItems(view: FakeView): any[] {
   for (const m of view.posted) {
     if (m.type === 'snapshot') items = m.snapshot.items.slice();
     if (m.type === 'items') for (const u of m.updates) items[u.index] = u.item;
+    if (m.type === 'append') {
+      items[m.index] = { ...items[m.index], text: items[m.index].text + m.text, reasoning: items[m.index].reasoning + m.reasoning };
+    }
   }
   return items;
 }
@@ -163,14 +170,16 @@ describe('the extension in a fake VS Code host', () => {
       view.send({ type: 'ready' });
       await waitFor(() => idle(view) && viewMeta(view).model === 'mock', 10_000, 'the server to be ready');
       assert.equal(spawned.length, 1);
-      assert.deepEqual(sent, [], 'initialize only: no session/new');
+      // Only reads: the session/list behind "Resume last session" (and models/list for the picker). No session/new.
+      const writes = () => sent.filter((r) => r.method !== 'session/list' && r.method !== 'models/list');
+      assert.deepEqual(writes(), [], 'initialize and session/list only: no session/new');
       assert.equal(viewMeta(view).sessionId, undefined, 'no session before the first prompt');
       assert.equal(viewMeta(view).mode, 'autoEdit', 'the header shows the mode the session will get');
 
       // The model list needs the server, but the pick is only remembered too.
       fake.quickPickAnswers.push((items) => items.find((i: any) => i.label === 'mock2'));
       await fake.commands.get('tandem.switchModel')!();
-      assert.deepEqual(sent, []);
+      assert.deepEqual(writes(), []);
       assert.equal(viewMeta(view).model, 'mock2');
       assert.equal(viewMeta(view).mode, 'autoEdit');
 
@@ -330,7 +339,8 @@ describe('the extension in a fake VS Code host', () => {
     await fake.commands.get('tandem.sessions')!();
     assert.ok(offered.includes(stored), `the stored session is offered: ${offered}`);
     assert.equal(spawned.length, 1, 'the command started the server');
-    assert.deepEqual(sent.map((r) => r.method), ['session/list', 'session/load']);
+    assert.deepEqual(sent.map((r) => r.method).filter((m) => m !== 'session/list'), ['session/load'], 'reads only: no session/new');
+    assert.ok(sentOf('session/list').length >= 1);
     second.show();
     second.view.send({ type: 'ready' });
     assert.equal(viewMeta(second.view).sessionId, stored);
@@ -341,6 +351,8 @@ describe('the extension in a fake VS Code host', () => {
   test('prompt from the webview, diff opens, the edited proposal is accepted from the editor title', async () => {
     const { view, ws } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
     await waitFor(() => /mock · idle/.test(fake.statusBar.text), 10_000, 'the server to be ready');
+    // Until the script's first snapshot the view says it is loading instead of being blank.
+    assert.match(view.html!(), /data-testid="loading">Loading the tandem chat…</);
     // The handshake: nothing is posted before the webview says ready, then a snapshot comes first.
     assert.equal(view.posted.length, 0);
     view.send({ type: 'ready' });
@@ -352,6 +364,13 @@ describe('the extension in a fake VS Code host', () => {
     await waitFor(() => fake.executed.some((e) => e.id === 'vscode.diff'), 10_000, 'the diff editor');
     const diff = fake.executed.find((e) => e.id === 'vscode.diff')!;
     const [left, right] = diff.args as [Uri, Uri];
+    // Opened by the approval, not by the user: the focus stays in the editor they type in.
+    assert.equal((diff.args[3] as any).preserveFocus, true, 'the automatic review does not take the focus');
+    const card0 = viewItems(view).find((i) => i.type === 'tool');
+    view.send({ type: 'openDiff', requestId: card0.approval.requestId });
+    await waitFor(() => fake.executed.filter((e) => e.id === 'vscode.diff').length === 2, 5000, 'the diff opened from the card');
+    assert.equal((fake.executed.filter((e) => e.id === 'vscode.diff')[1].args[3] as any).preserveFocus, false, 'Open diff from the card focuses it');
+    assert.equal((diff.args[3] as any).viewColumn, undefined, 'with no editor in use it opens in the active group');
     assert.equal(left.scheme, 'tandem-empty', 'a new file is compared with an empty document');
     assert.equal(right.scheme, 'tandem-proposed');
     const doc = fake.textDocuments.find((d) => d.uri.toString() === right.toString()) as FakeDocument;
@@ -578,10 +597,241 @@ describe('the extension in a fake VS Code host', () => {
     llm.enqueue({ steps: [], status: 400 }, { steps: [say('recovered')] });
     view.send({ type: 'prompt', text: 'fail first' });
     await waitFor(() => idle(view) && viewMeta(view).lastEnd?.reason === 'error', 15_000, 'the failed turn');
-    assert.ok(viewItems(view).some((i) => i.type === 'notice' && i.kind === 'error'), 'the error is shown in the chat');
+    const errors = viewItems(view).filter((i) => i.type === 'notice' && i.kind === 'error');
+    assert.equal(errors.length, 1, `the error is shown in the chat once: ${JSON.stringify(errors)}`);
+    assert.match(errors[0].text, /400|mock provider error/);
     await fake.commands.get('tandem.retry')!();
     await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'recovered'), 15_000, 'the retried turn');
     assert.equal(viewMeta(view).lastEnd.reason, 'completed');
+  });
+
+  test('an edit applied without asking keeps its diff on the card, and Open diff shows it read-only', async () => {
+    const { view, ws } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile, 'tandem.defaultMode': 'autoEdit' });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    fs.writeFileSync(path.join(ws, 'auto.txt'), 'one\n');
+    llm.enqueue({ steps: [call('call_auto', 'write_file', { path: 'auto.txt', content: 'one\ntwo\n' })] }, { steps: [say('done')] });
+    view.send({ type: 'prompt', text: 'append two' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'done'), 10_000, 'the turn');
+    assert.equal(sentOf('approve').length, 0, 'autoEdit asked nothing');
+    assert.equal(fake.executed.filter((e) => e.id === 'vscode.diff').length, 0, 'no review opened');
+    const card = viewItems(view).find((i) => i.type === 'tool');
+    assert.equal(card.status, 'completed');
+    assert.deepEqual(card.diff.map((d: any) => [d.path, d.oldText, d.newText]), [['auto.txt', 'one\n', 'one\ntwo\n']]);
+    assert.match(card.diff[0].unified, /\+two/);
+    view.send({ type: 'openAppliedDiff', toolCallId: card.toolCallId, path: 'auto.txt' });
+    await waitFor(() => fake.executed.some((e) => e.id === 'vscode.diff'), 5000, 'the applied diff');
+    const [left, right, title] = fake.executed.find((e) => e.id === 'vscode.diff')!.args as [Uri, Uri, string];
+    assert.deepEqual([left.scheme, right.scheme], ['tandem-applied', 'tandem-applied'], 'both sides are read-only documents');
+    const provider = fake.contentProviders.get('tandem-applied');
+    assert.equal(provider.provideTextDocumentContent(left), 'one\n');
+    assert.equal(provider.provideTextDocumentContent(right), 'one\ntwo\n');
+    assert.match(title, /applied by tandem \(read-only\)/);
+    // The diff survives a resume: session/load keeps it with the tool call.
+    const sessionId = viewMeta(view).sessionId;
+    fake.quickPickAnswers.push((items) => items.find((i: any) => i.sessionId === sessionId));
+    await fake.commands.get('tandem.sessions')!();
+    const resumed = viewItems(view).find((i) => i.type === 'tool');
+    assert.equal(resumed.diff?.[0]?.newText, 'one\ntwo\n', 'the resumed card still has the applied diff');
+  });
+
+  test('mode changes, steering while an approval waits, and token usage after a resume are all visible', async () => {
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    llm.enqueue({ steps: [say('first')], usage: { prompt_tokens: 100, completion_tokens: 7 } });
+    view.send({ type: 'prompt', text: 'one' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'first'), 10_000, 'the first turn');
+    fake.quickPickAnswers.push((items) => items.find((i: any) => i.label === 'fullAuto'));
+    await fake.commands.get('tandem.setMode')!();
+    assert.equal(sentOf('setMode').at(-1)?.params.mode, 'fullAuto');
+    const modeNotice = viewItems(view).filter((i) => i.type === 'notice' && i.kind === 'mode').at(-1);
+    assert.match(modeNotice?.text ?? '', /Permission mode: fullAuto/, 'the chat says the mode changed');
+    fake.quickPickAnswers.push((items) => items.find((i: any) => i.label === 'ask'));
+    await fake.commands.get('tandem.setMode')!();
+
+    llm.enqueue({ steps: [call('call_steer', 'shell', { command: 'true' })], usage: { prompt_tokens: 200, completion_tokens: 9 } }, { steps: [say('after')], usage: { prompt_tokens: 300, completion_tokens: 11 } });
+    view.send({ type: 'prompt', text: 'run it' });
+    await waitFor(() => fake.contexts.get('tandem.hasPendingApproval') === true, 10_000, 'the approval');
+    view.send({ type: 'steer', text: 'use -v' });
+    await waitFor(() => viewItems(view).some((i) => i.type === 'notice' && /Steering queued.*after you answer the pending approval/.test(i.text)), 5000, 'the queued-steer notice');
+    const card = viewItems(view).find((i) => i.type === 'tool' && i.approval && !i.approval.resolved);
+    view.send({ type: 'approve', requestId: card.approval.requestId, decision: 'once' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'after'), 10_000, 'the turn');
+    const live = viewMeta(view).usage;
+    assert.deepEqual([live.totalInput, live.totalOutput], [600, 27]);
+
+    const sessionId = viewMeta(view).sessionId;
+    await fake.commands.get('tandem.newSession')!();
+    assert.equal(viewMeta(view).usage, undefined);
+    fake.quickPickAnswers.push((items) => items.find((i: any) => i.sessionId === sessionId));
+    await fake.commands.get('tandem.sessions')!();
+    const resumed = viewMeta(view).usage;
+    assert.ok(resumed, 'the resumed session shows its token usage');
+    assert.deepEqual([resumed.totalInput, resumed.totalOutput, resumed.inputTokens, resumed.outputTokens], [600, 27, 300, 11], 'session totals and the last answer');
+  });
+
+  test('a resumed session waiting on an approval shows the call once, awaiting approval, not completed', async () => {
+    const first = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    first.view.send({ type: 'ready' });
+    await waitFor(() => idle(first.view), 10_000, 'ready');
+    llm.enqueue({ steps: [call('call_resume', 'write_file', { path: 'later.txt', content: 'x\n' })] }, { steps: [say('written after resume')] });
+    first.view.send({ type: 'prompt', text: 'write later' });
+    await waitFor(() => fake.contexts.get('tandem.hasPendingApproval') === true, 10_000, 'the approval');
+    const sessionId = viewMeta(first.view).sessionId;
+    // The server dies with the approval open; a new window resumes the session from the store.
+    process.kill(spawnedPid(0), 'SIGKILL');
+    await ext.deactivate();
+    const second = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile }, { ws: first.ws });
+    second.view.send({ type: 'ready' });
+    await waitFor(() => idle(second.view), 10_000, 'ready');
+    fake.quickPickAnswers.push((items) => items.find((i: any) => i.sessionId === sessionId));
+    await fake.commands.get('tandem.sessions')!();
+    await waitFor(() => viewItems(second.view).some((i) => i.type === 'tool' && i.status === 'awaitingApproval'), 10_000, 'the approval asked again');
+    const cards = viewItems(second.view).filter((i) => i.type === 'tool' && i.toolCallId === 'call_resume');
+    assert.equal(cards.length, 1, `one card for the call: ${JSON.stringify(cards.map((c) => c.status))}`);
+    assert.equal(cards[0].status, 'awaitingApproval');
+    second.view.send({ type: 'approve', requestId: cards[0].approval.requestId, decision: 'once' });
+    await waitFor(() => idle(second.view) && viewItems(second.view).some((i) => i.type === 'assistant' && i.text === 'written after resume'), 10_000, 'the resumed turn');
+    assert.deepEqual(viewItems(second.view).filter((i) => i.type === 'tool').map((i) => i.status), ['completed']);
+  });
+
+  test('sessions are listed by title and date, newest first; an empty chat offers "Resume last session"; five windows store no session', async () => {
+    const home = tempDir('tandem-ext-sessions-home-');
+    const savedHome = process.env.TANDEM_HOME;
+    process.env.TANDEM_HOME = home;
+    try {
+      const first = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+      first.view.send({ type: 'ready' });
+      await waitFor(() => idle(first.view), 10_000, 'ready');
+      assert.equal(viewMeta(first.view).lastSession, undefined, 'a folder with no session offers none');
+      const ids: string[] = [];
+      for (const title of ['older session prompt', 'newer session prompt']) {
+        llm.enqueue({ steps: [say(`answer to ${title}`)] });
+        first.view.send({ type: 'prompt', text: title });
+        await waitFor(() => idle(first.view) && viewItems(first.view).some((i) => i.type === 'assistant' && i.text === `answer to ${title}`), 10_000, title);
+        ids.push(viewMeta(first.view).sessionId);
+        await fake.commands.get('tandem.newSession')!();
+      }
+      // After New Session the draft offers the session just left, the newest.
+      await waitFor(() => viewMeta(first.view).lastSession?.sessionId === ids[1], 5000, 'the offer in the new draft');
+      let offered: any[] = [];
+      fake.quickPickAnswers.push((items) => ((offered = items), undefined));
+      await fake.commands.get('tandem.sessions')!();
+      assert.deepEqual(offered.map((i) => i.label), ['newer session prompt', 'older session prompt'], 'by title, newest first');
+      assert.ok(offered.every((i) => /\d/.test(i.description) && /mock/.test(i.description)), `each with its date and model: ${JSON.stringify(offered)}`);
+      await ext.deactivate();
+
+      // Five more windows on the folder, each showing the chat: no session is created, each offers the newest.
+      let win!: Awaited<ReturnType<typeof activate>>;
+      for (let w = 0; w < 5; w++) {
+        win = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile }, { ws: first.ws });
+        win.view.send({ type: 'ready' });
+        await waitFor(() => idle(win.view) && viewMeta(win.view).lastSession !== undefined, 10_000, `window ${w}`);
+        assert.equal(viewMeta(win.view).lastSession.sessionId, ids[1]);
+        assert.equal(viewMeta(win.view).lastSession.title, 'newer session prompt');
+        assert.deepEqual(sentOf('session/new'), [], `window ${w} created no session`);
+        if (w < 4) await ext.deactivate();
+      }
+      // The last window resumes through the offer; the store still holds the two sessions only.
+      await fake.commands.get('tandem.resumeLast')!();
+      assert.equal(viewMeta(win.view).sessionId, ids[1]);
+      assert.deepEqual(viewItems(win.view).map((i) => i.text), ['newer session prompt', 'answer to newer session prompt']);
+      const client = [...clients].at(-1)!;
+      const listed = await (client as unknown as { listSessions(cwd?: string): Promise<{ sessions: { sessionId: string }[] }> }).listSessions();
+      assert.deepEqual(listed.sessions.map((x) => x.sessionId).sort(), [...ids].sort(), 'no empty session was stored by the five windows');
+      assert.deepEqual(sentOf('session/load').map((r) => r.params.sessionId), [ids[1]]);
+    } finally {
+      process.env.TANDEM_HOME = savedHome;
+    }
+  });
+
+  test('@ in the prompt box picks a file whose text goes to the model; @selection attaches the selection', async () => {
+    const { view, ws } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    fs.mkdirSync(path.join(ws, 'docs'));
+    fs.writeFileSync(path.join(ws, 'docs', 'spec.md'), 'The widget must be blue. MARKER-7f3a\n');
+    fs.writeFileSync(path.join(ws, 'other.txt'), 'not mentioned MARKER-other\n');
+    // The webview posts pickMention when `@` is typed; the quick pick lists the folder's files.
+    let offered: string[] = [];
+    fake.quickPickAnswers.push((items) => ((offered = items.map((i: any) => i.label)), items.find((i: any) => i.mention === path.join('docs', 'spec.md'))));
+    view.send({ type: 'pickMention' });
+    await waitFor(() => view.posted.some((m) => m.type === 'mention'), 5000, 'the picked mention');
+    assert.ok(offered.includes(path.join('docs', 'spec.md')) && offered.includes('other.txt'), `the folder's files are offered: ${offered}`);
+    assert.equal(view.posted.find((m) => m.type === 'mention').mention, path.join('docs', 'spec.md'));
+    llm.enqueue({ steps: [say('It must be blue.')] });
+    const n = llm.requests.length;
+    view.send({ type: 'prompt', text: 'What colour? See @docs/spec.md and @missing.md' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'It must be blue.'), 10_000, 'the turn');
+    const sentText = JSON.stringify((llm.requests[n].body.messages as any[]).filter((m) => m.role === 'user').at(-1).content);
+    assert.match(sentText, /MARKER-7f3a/, 'the mentioned file reached the model');
+    assert.match(sentText, /File docs\/spec\.md/);
+    assert.doesNotMatch(sentText, /MARKER-other/, 'only mentioned files go');
+    assert.match(sentText, /@missing\.md/, 'a mention of no file stays as typed');
+    assert.match(viewItems(view).find((i) => i.type === 'user').text, /with @docs\/spec\.md/);
+
+    // @selection: the selection of the editor when it was picked.
+    const vscodeFake = require('../fakeVscode');
+    vscodeFake.window.activeTextEditor = {
+      selection: { isEmpty: false, start: { line: 0, character: 0 }, end: { line: 0, character: 9 } },
+      document: { uri: Uri.file(path.join(ws, 'other.txt')), languageId: 'plaintext', getText: () => 'SELECTED-BIT' },
+    };
+    try {
+      fake.quickPickAnswers.push((items) => items.find((i: any) => i.mention === 'selection'));
+      view.send({ type: 'pickMention' });
+      await waitFor(() => view.posted.filter((m) => m.type === 'mention').length === 2, 5000, 'the selection mention');
+    } finally {
+      vscodeFake.window.activeTextEditor = undefined;
+    }
+    llm.enqueue({ steps: [say('seen')] });
+    const k = llm.requests.length;
+    view.send({ type: 'prompt', text: 'explain @selection' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'seen'), 10_000, 'the selection turn');
+    assert.match(JSON.stringify((llm.requests[k].body.messages as any[]).at(-1).content), /SELECTED-BIT/);
+  });
+
+  test('images go to the model as image parts; the model list shows windows and abilities; the gauge has the window', async () => {
+    const cfg = path.join(tempDir('tandem-ext-cfg-vision-'), 'tandem.toml');
+    fs.writeFileSync(cfg, `${llm.config()}[models.eyes]\nprovider = "local"\nname = "mock-vision"\ncontext_window = 200000\nvision = true\n`);
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfg });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    assert.deepEqual(viewMeta(view).modelInfos.map((m: any) => [m.id, m.contextWindow, m.vision]), [['eyes', 200000, true], ['mock', 128000, false]].sort());
+    let details: string[] = [];
+    fake.quickPickAnswers.push((items) => ((details = items.map((i: any) => `${i.label}: ${i.detail}`)), items.find((i: any) => i.label === 'eyes')));
+    await fake.commands.get('tandem.switchModel')!();
+    assert.equal(sentOf('models/list').length, 1, 'the picker asks models/list for the current catalog');
+    assert.ok(details.includes('eyes: 200,000 tokens of context · images · parallel tools'), JSON.stringify(details));
+    assert.ok(details.includes('mock: 128,000 tokens of context · no images · parallel tools'), JSON.stringify(details));
+    llm.enqueue({ steps: [say('a red dot')], usage: { prompt_tokens: 50_000, completion_tokens: 10 } });
+    const n = llm.requests.length;
+    const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+    view.send({ type: 'prompt', text: 'what is this?', images: [{ mimeType: 'image/png', data: png }] });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'a red dot'), 10_000, 'the turn');
+    const content = (llm.requests[n].body.messages as any[]).filter((m) => m.role === 'user').at(-1).content;
+    assert.ok(JSON.stringify(content).includes(`data:image/png;base64,${png}`), `the image reached the model: ${JSON.stringify(content).slice(0, 300)}`);
+    assert.match(viewItems(view).find((i) => i.type === 'user').text, /with 1 image/);
+    assert.equal(viewMeta(view).model, 'eyes');
+    assert.deepEqual([viewMeta(view).usage.inputTokens, viewMeta(view).usage.outputTokens], [50_000, 10], 'the gauge reads 50,010 of eyes\' 200,000');
+  });
+
+  test('the network switch sends setNetworkAccess, shows the server notice and the state, also from a draft', async () => {
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    await fake.commands.get('tandem.toggleNetwork')!();
+    assert.equal(viewMeta(view).networkAccess, true, 'the draft remembers it');
+    assert.deepEqual(sentOf('setNetworkAccess'), [], 'no session yet, no request');
+    llm.enqueue({ steps: [say('ok')] });
+    view.send({ type: 'prompt', text: 'hi' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'ok'), 10_000, 'the turn');
+    assert.deepEqual(sentOf('setNetworkAccess').map((r) => r.params.allow), [true], 'opened when the session was created');
+    assert.equal(viewMeta(view).networkAccess, true);
+    await fake.commands.get('tandem.toggleNetwork')!();
+    assert.deepEqual(sentOf('setNetworkAccess').map((r) => r.params.allow), [true, false]);
+    assert.equal(viewMeta(view).networkAccess, false);
+    await waitFor(() => viewItems(view).some((i) => i.type === 'notice' && i.kind === 'network'), 5000, "the server's network notice");
   });
 
   test('a crashed server is restarted with a visible message, and deactivate stops it', async () => {

@@ -154,3 +154,54 @@ test('a fresh state has no server and no session; reset without a session emptie
   feeder(s, 's2')({ type: 'assistantDelta', text: 'new' });
   assert.equal(s.items.length, 1);
 });
+
+test('a resumed session with a pending approval shows the call once, pending, then asking again', () => {
+  // session/load of a session killed while it waited for the second of two write approvals (protocol.md).
+  const s = new ChatState();
+  s.reset({ sessionId: 's1', model: 'm', mode: 'ask' });
+  s.loadHistory([
+    { role: 'user', text: 'Add a changelog entry and a note' },
+    {
+      role: 'assistant',
+      text: '',
+      toolCalls: [
+        { toolCallId: 'call_w2', name: 'write_file', arguments: { path: 'CHANGELOG.md', content: '- add\n' } },
+        { toolCallId: 'call_w3', name: 'write_file', arguments: { path: 'NOTES.md', content: 'todo\n' } },
+      ],
+    },
+  ]);
+  const cards = () => s.items.filter((i) => i.type === 'tool');
+  assert.deepEqual(cards().map((t) => t.type === 'tool' && t.status), ['pending', 'pending'], 'calls without a result are not "completed"');
+  const feed = feeder(s);
+  feed({ type: 'turnStarted', model: 'm' });
+  feed({ type: 'toolCall', toolCallId: 'call_w2', name: 'write_file', kind: 'edit', title: 'Write CHANGELOG.md', arguments: {} });
+  feed({ type: 'toolCall', toolCallId: 'call_w3', name: 'write_file', kind: 'edit', title: 'Write NOTES.md', arguments: {} });
+  feed({
+    type: 'approvalRequested', requestId: 'r9', toolCallId: 'call_w3', name: 'write_file', kind: 'edit', title: 'Write NOTES.md', reason: 'writes',
+    arguments: {}, options: [{ decision: 'once', label: 'Allow once' }, { decision: 'deny', label: 'Deny' }],
+  });
+  assert.equal(cards().length, 2, 'each call has one card, none repeated');
+  const w3 = s.toolByCallId('call_w3');
+  assert.equal(w3?.status, 'awaitingApproval');
+  assert.equal(w3?.title, 'Write NOTES.md');
+  assert.equal(s.pendingApprovals().length, 1);
+  assert.ok(!cards().some((t) => t.type === 'tool' && t.status === 'completed'), 'no copy claims to be completed');
+  feed({ type: 'toolCallUpdate', toolCallId: 'call_w2', status: 'completed', result: 'ok', diff: [{ path: 'CHANGELOG.md', oldText: null, newText: '- add\n', unified: '+- add\n' }] });
+  assert.equal(s.toolByCallId('call_w2')?.status, 'completed');
+  assert.equal(s.toolByCallId('call_w2')?.diff?.[0].path, 'CHANGELOG.md', 'the applied diff is kept on the card');
+});
+
+test('history keeps the diff an applied edit wrote, and a stored result means completed', () => {
+  const s = new ChatState();
+  s.reset({ sessionId: 's1', model: 'm', mode: 'ask' });
+  s.loadHistory([
+    {
+      role: 'assistant',
+      text: 'Noted.',
+      toolCalls: [{ toolCallId: 'w1', name: 'write_file', arguments: { path: 'n.txt' }, result: 'Wrote', diff: [{ path: 'n.txt', oldText: null, newText: 'a\n', unified: '+a\n' }] }],
+    },
+  ]);
+  const t = s.toolByCallId('w1');
+  assert.equal(t?.status, 'completed');
+  assert.equal(t?.diff?.[0].newText, 'a\n');
+});

@@ -85,3 +85,25 @@ test('a proposal too large to show in full opens read-only and never yields an e
   review.dispose();
   fs.rmSync(ws, { recursive: true, force: true });
 });
+
+test('a review opened by itself keeps the focus and goes beside the editor in use; Open diff from the chat focuses it', async () => {
+  fake.reset();
+  const ws = fs.mkdtempSync(path.join(os.tmpdir(), 'tandem-dr-'));
+  const review = new DiffReview();
+  review.add('r1', ws, [{ path: 'n.txt', oldText: null, newText: 'n\n', unified: '' }]);
+  const vscodeFake = require('../fakeVscode');
+  vscodeFake.window.activeTextEditor = { document: { uri: vscode.Uri.file(path.join(ws, 'other.ts')) } };
+  try {
+    await review.open('r1');
+    await review.open('r1', undefined, { focus: true });
+  } finally {
+    vscodeFake.window.activeTextEditor = undefined;
+  }
+  const [auto, asked] = fake.executed.filter((e) => e.id === 'vscode.diff').map((e) => e.args[3] as { preserveFocus?: boolean; viewColumn?: number });
+  assert.equal(auto.preserveFocus, true, 'keystrokes meant for other.ts stay there');
+  assert.equal(auto.viewColumn, vscode.ViewColumn.Beside, 'other.ts stays on screen');
+  assert.equal(asked.preserveFocus, false);
+  assert.equal(asked.viewColumn, undefined);
+  review.dispose();
+  fs.rmSync(ws, { recursive: true, force: true });
+});

@@ -27,3 +27,16 @@ test('the Sessions command is offered until the server says it keeps no store', 
   const controller = fs.readFileSync(path.resolve(__dirname, '..', '..', '..', 'src', 'controller.ts'), 'utf8');
   assert.match(controller, /'setContext', 'tandem\.noSessionStore'/);
 });
+
+test('every contributed command is registered in commands.ts, and nothing else is', () => {
+  const commands: string[] = manifest.contributes.commands.map((c: { command: string }) => c.command).sort();
+  const source = fs.readFileSync(path.resolve(__dirname, '..', '..', '..', 'src', 'commands.ts'), 'utf8');
+  const registered = [...source.matchAll(/register\('([^']+)'/g)].map((m) => m[1]).sort();
+  assert.deepEqual(registered, commands);
+});
+
+test('the manifest has an icon file and a changelog next to it', () => {
+  const root = path.resolve(__dirname, '..', '..', '..');
+  assert.ok(fs.existsSync(path.join(root, manifest.icon)), `icon ${manifest.icon}`);
+  assert.ok(fs.existsSync(path.join(root, 'CHANGELOG.md')));
+});

@@ -41,3 +41,12 @@ test('a proposal whose reason says it is too large to show in full is not editab
   assert.equal(isTooLargeToEdit(''), false);
   assert.equal(isTooLargeToEdit(undefined), false);
 });
+
+test('mentions, file context, the context gauge and model abilities', async () => {
+  const { mentions, fileContext, contextGauge, modelAbilities } = await import('../../src/promptContext');
+  assert.deepEqual(mentions('see @a.ts and @b/c.md, not me@mail.com, again @a.ts'), ['a.ts', 'b/c.md']);
+  assert.match(fileContext('a.md', 'x ``` y'), /^File a\.md \(mentioned as @a\.md\):\n````\nx ``` y\n````$/);
+  assert.deepEqual(contextGauge({ inputTokens: 96_000, outputTokens: 0 }, 128_000), { used: 96_000, window: 128_000, percent: 75 });
+  assert.equal(contextGauge(undefined, 128_000), undefined);
+  assert.equal(modelAbilities({ contextWindow: 200_000, vision: true, pdf: true, reasoning: true }), '200,000 tokens of context · images · PDF · reasoning');
+});

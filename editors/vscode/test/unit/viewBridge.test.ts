@@ -21,8 +21,17 @@ test('events before ready arrive in the snapshot; updates after it are increment
   assert.equal(posted[0].snapshot.items[0].text, 'early');
   assert.equal(posted[0].snapshot.meta.turn, 'running');
   bridge.publish(state.apply({ sessionId: 's', seq: 3, type: 'assistantDelta', text: ' late' } as SessionEvent));
-  assert.deepEqual(posted[1], { type: 'items', updates: [{ index: 0, item: state.items[0] }] });
-  bridge.publish(state.apply({ sessionId: 's', seq: 4, type: 'turnEnded', reason: 'completed' } as SessionEvent));
+  assert.deepEqual(posted[1], { type: 'append', index: 0, text: ' late', reasoning: '' }, 'a streaming message sends only what was appended');
+  bridge.publish(state.apply({ sessionId: 's', seq: 5, type: 'reasoningDelta', text: 'hmm' } as SessionEvent));
+  bridge.publish(state.apply({ sessionId: 's', seq: 6, type: 'assistantDelta', text: '!' } as SessionEvent));
+  assert.deepEqual(posted.slice(2), [
+    { type: 'append', index: 0, text: '', reasoning: 'hmm' },
+    { type: 'append', index: 0, text: '!', reasoning: '' },
+  ]);
+  bridge.publish(state.apply({ sessionId: 's', seq: 7, type: 'assistantMessage', text: 'early late!' } as SessionEvent));
+  assert.equal(posted[4].updates?.[0]?.item?.streaming, false);
+  assert.deepEqual(posted[4], { type: 'items', updates: [{ index: 0, item: state.items[0] }] }, 'the finished message is sent whole');
+  bridge.publish(state.apply({ sessionId: 's', seq: 8, type: 'turnEnded', reason: 'completed' } as SessionEvent));
   assert.ok(posted.some((m) => m.type === 'meta' && m.meta.turn === 'idle'));
 });
 
@@ -41,4 +50,19 @@ test('a re-created view gets nothing until its own ready, then the full state', 
   assert.equal(second.length, 0);
   bridge.onReady();
   assert.deepEqual(second[0].snapshot.items.map((i: any) => i.text), ['while hidden', 'before ready']);
+});
+
+test('after a resync the appends continue from what the snapshot held, never repeating text', () => {
+  const state = new ChatState();
+  state.reset({ sessionId: 's', model: 'm', mode: 'ask' });
+  const bridge = new ViewBridge(state);
+  const posted: any[] = [];
+  bridge.attach((m) => posted.push(m));
+  bridge.onReady();
+  bridge.publish(state.apply({ sessionId: 's', seq: 1, type: 'assistantDelta', text: 'one' } as SessionEvent));
+  assert.equal(posted[1].type, 'items', 'a new streaming item is first sent whole');
+  bridge.resync();
+  bridge.publish(state.apply({ sessionId: 's', seq: 2, type: 'assistantDelta', text: ' two' } as SessionEvent));
+  assert.equal(posted[2].type, 'snapshot');
+  assert.deepEqual(posted[3], { type: 'append', index: 0, text: ' two', reasoning: '' });
 });
