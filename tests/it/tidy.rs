@@ -49,7 +49,11 @@ fn relative(path: &Path) -> String {
 /// test module closes each file by convention) and whole files that are test modules.
 fn non_test_text(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap();
-    if path.file_name().is_some_and(|n| n == "tests.rs") {
+    // Unit-test modules: `tests.rs`, or every file of a `tests/` folder inside `src/`.
+    let in_tests_folder = path
+        .strip_prefix(repo().join("src"))
+        .is_ok_and(|inside| inside.components().any(|c| c.as_os_str() == "tests"));
+    if in_tests_folder || path.file_name().is_some_and(|n| n == "tests.rs") {
         return String::new();
     }
     match text.find("#[cfg(test)]") {
