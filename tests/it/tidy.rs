@@ -217,8 +217,6 @@ fn every_rust_file_opens_with_a_module_doc() {
 /// the limit must leave this list, so the list only shrinks.
 const MAX_LINES: usize = 800;
 const OVER_MAX_LINES: &[(&str, usize)] = &[
-    ("src/acp/bridge.rs", 843),
-    ("src/acp/mod.rs", 858),
     ("src/store/mod.rs", 841),
     ("src/store/writer.rs", 874),
     ("src/tools/fs.rs", 1675),
