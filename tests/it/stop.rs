@@ -349,8 +349,12 @@ async fn stop_while_a_huge_diff_is_planned_answers_at_once() {
         "stop answered in {} ms while the diff was planned",
         took.as_millis()
     );
+    // Planning alone runs to its 1 s deadline and then builds the whole-file fallback (4.9 s
+    // when stop waited for it); an answer well under that proves stop did not wait. The margin
+    // absorbs a loaded 2-core CI machine (it answers in about 140 ms when idle, see the note
+    // printed above); the 200 ms figure of the issue is measured, not asserted here.
     assert!(
-        took < std::time::Duration::from_millis(500),
+        took < std::time::Duration::from_millis(1000),
         "stop took {took:?} while the diff was planned"
     );
     assert!(

@@ -216,12 +216,8 @@ fn every_rust_file_opens_with_a_module_doc() {
 /// count they may not grow past. The renovation (issue 24) splits them; a file that got under
 /// the limit must leave this list, so the list only shrinks.
 const MAX_LINES: usize = 800;
-const OVER_MAX_LINES: &[(&str, usize)] = &[
-    ("src/store/mod.rs", 841),
-    ("src/store/writer.rs", 874),
-    ("src/tools/fs.rs", 1675),
-    ("src/workspace/mod.rs", 1175),
-];
+const OVER_MAX_LINES: &[(&str, usize)] =
+    &[("src/tools/fs.rs", 1675), ("src/workspace/mod.rs", 1175)];
 
 #[test]
 fn no_source_file_grows_past_its_line_limit() {

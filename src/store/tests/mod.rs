@@ -676,7 +676,7 @@ fn appending_a_message_compiles_its_statement_once() {
     )
     .unwrap();
     for i in 0..20 {
-        conn.prepare_cached(writer::APPEND_MESSAGE_SQL)
+        conn.prepare_cached(writer::sql::APPEND_MESSAGE_SQL)
             .unwrap()
             .execute(rusqlite::params![
                 "s1",
@@ -688,7 +688,9 @@ fn appending_a_message_compiles_its_statement_once() {
             ])
             .unwrap();
     }
-    let statement = conn.prepare_cached(writer::APPEND_MESSAGE_SQL).unwrap();
+    let statement = conn
+        .prepare_cached(writer::sql::APPEND_MESSAGE_SQL)
+        .unwrap();
     assert_eq!(
         statement.get_status(rusqlite::StatementStatus::RePrepare),
         0,

@@ -606,10 +606,23 @@ impl Tandem {
         &self,
         what: &str,
         session: Option<&str>,
+        check: impl FnMut(&mut Log) -> Option<T>,
+    ) -> T {
+        self.wait_for_within(what, session, wait_timeout(), check)
+            .await
+    }
+
+    /// [`Tandem::wait_for`] with its own guard, for the few steps whose work grows with a
+    /// deliberately huge input (megabytes through a debug build on a loaded 2-core machine).
+    async fn wait_for_within<T>(
+        &self,
+        what: &str,
+        session: Option<&str>,
+        limit: std::time::Duration,
         mut check: impl FnMut(&mut Log) -> Option<T>,
     ) -> T {
         let mut rx = self.inner.version.subscribe();
-        let deadline = tokio::time::Instant::now() + wait_timeout();
+        let deadline = tokio::time::Instant::now() + limit;
         loop {
             rx.borrow_and_update();
             let failure = {
@@ -882,6 +895,28 @@ impl Tandem {
     /// Waits for the next `approvalRequested` event.
     pub async fn wait_approval(&self, session_id: &str) -> Value {
         self.wait_event_type(session_id, "approvalRequested").await
+    }
+
+    /// [`Tandem::wait_approval`] with its own guard (see [`Tandem::wait_for_within`]).
+    pub async fn wait_approval_within(
+        &self,
+        session_id: &str,
+        limit: std::time::Duration,
+    ) -> Value {
+        let what = format!("an approvalRequested event in session {session_id}");
+        self.wait_for_within(&what, Some(session_id), limit, |log| {
+            let evs = log.events.get(session_id)?;
+            let cur = log.event_cursor.get(session_id).copied().unwrap_or(0);
+            let (i, e) = evs
+                .iter()
+                .enumerate()
+                .skip(cur)
+                .find(|(_, e)| e["type"] == "approvalRequested")
+                .map(|(i, e)| (i, e.clone()))?;
+            log.event_cursor.insert(session_id.to_string(), i + 1);
+            Some(e)
+        })
+        .await
     }
 
     // ---- protocol conveniences (panic on error; use `request` to test errors) -----------
