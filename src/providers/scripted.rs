@@ -108,8 +108,8 @@ pub fn next_step(request: &ProviderRequest) -> Vec<Chunk> {
             )));
             let content = format!(
                 "# tandem demo\n\nYou asked: {prompt}\n\nThe workspace has {entries} entries at its top level.\n\
-                 To do real work, point tandem at a real model: in VS Code run \"tandem: Configure model…\"; \
-                 in Neovim give setup() a `config_file` and the key in `env` (:help tandem-model).\n"
+                 To do real work, point tandem at a real model: in VS Code run \"tandem: Configure Model…\"; \
+                 in Neovim give setup() a `config_file` and the key in `env` (:help tandem-api-key).\n"
             );
             chunks.push(tool_call(
                 "write_file",
@@ -143,8 +143,8 @@ pub fn next_step(request: &ProviderRequest) -> Vec<Chunk> {
             chunks.extend(words(&format!(
                 "Done: {DEMO_FILE} is in your workspace. That was a full turn: streamed text, \
                  tool calls, a diff, an approval. To use a real model from your editor: in VS Code run \
-                 \"tandem: Configure model…\" (the API key goes to VS Code's secret storage); in Neovim pass \
-                 `config_file` and `env` to setup() (:help tandem-model); in a terminal, `--config FILE`."
+                 \"tandem: Configure Model…\" (the API key goes to VS Code's secret storage); in Neovim pass \
+                 `config_file` and `env` to setup() (:help tandem-api-key); in a terminal, `--config FILE`."
             )));
             chunks.push(Chunk::Finish(FinishReason::Stop));
         }

@@ -853,11 +853,28 @@ async fn the_builtin_scripted_model_plays_a_full_turn() {
         .filter_map(|e| e["text"].as_str().map(str::to_owned))
         .collect();
     let last_line = answer.lines().last().unwrap_or_default();
-    for needle in ["tandem: Configure model…", "config_file", "env", "--config"] {
+    for needle in ["tandem: Configure Model…", "config_file", "env", "--config"] {
         assert!(
             last_line.contains(needle),
             "the demo's last line names {needle:?}: {last_line}"
         );
     }
+    // What it points at exists: the Neovim help tag, and the VS Code command's title.
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tag = last_line
+        .split(":help ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .expect("the last line names a Neovim help tag");
+    let help = std::fs::read_to_string(repo.join("editors/neovim/doc/tandem.txt")).unwrap();
+    assert!(
+        help.contains(&format!("*{tag}*")),
+        "no help tag *{tag}* in doc/tandem.txt"
+    );
+    let manifest = std::fs::read_to_string(repo.join("editors/vscode/package.json")).unwrap();
+    assert!(
+        manifest.contains("\"title\": \"Configure Model…\""),
+        "the VS Code manifest has no command titled as the demo names it"
+    );
     t.shutdown().await;
 }
