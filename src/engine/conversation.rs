@@ -676,9 +676,6 @@ pub fn parse_history(
     })
 }
 
-/// Marks the error notice of a turn that a provider error ended (`meta.display.reason`).
-pub const PROVIDER_ERROR_REASON: &str = "providerError";
-
 /// `retry` is for recovering from a provider error: the history must end in an error notice,
 /// looking through model switches (switching model and then retrying is the intended recovery).
 pub fn retry_allowed(history: &[Message]) -> Result<(), String> {
@@ -686,17 +683,8 @@ pub fn retry_allowed(history: &[Message]) -> Result<(), String> {
         .iter()
         .rev()
         .find(|m| m.notice != Some(NoticeKind::ModelSwitch));
-    let provider_error = |m: &Message| {
-        m.notice == Some(NoticeKind::Error)
-            && m.meta
-                .display
-                .as_ref()
-                .and_then(|d| d.get("reason"))
-                .and_then(serde_json::Value::as_str)
-                == Some(PROVIDER_ERROR_REASON)
-    };
     match last {
-        Some(m) if provider_error(m) => Ok(()),
+        Some(m) if m.provider_error().is_some() => Ok(()),
         Some(_) => Err("retry is only for a turn that ended in a provider error, and the last turn did not; send `prompt` instead".to_owned()),
         None => Err("the session has no turn to retry; send `prompt` first".to_owned()),
     }

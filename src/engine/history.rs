@@ -98,6 +98,15 @@ pub struct UsageRecord {
     pub cached_tokens: Option<u64>,
 }
 
+/// What the engine itself records in a notice's `meta.display`, typed. Stored as
+/// `{"reason": "providerError", "retriable": true}`, the shape earlier versions wrote by hand,
+/// so stored sessions read the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "camelCase")]
+pub enum DisplayMark {
+    ProviderError { retriable: bool },
+}
+
 /// Sidecars: data about a message that no model ever sees.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessageMeta {
@@ -238,6 +247,25 @@ impl Message {
         }
     }
 
+    /// The error notice of a turn that a provider error ended: `retry` is offered only after one.
+    pub fn provider_error_notice(text: String, retriable: bool, turn_id: Option<&str>) -> Self {
+        let mut notice = Message::notice(NoticeKind::Error, text, turn_id);
+        notice.meta.display = serde_json::to_value(DisplayMark::ProviderError { retriable }).ok();
+        notice
+    }
+
+    /// Whether this is the error notice of a turn a provider error ended, and if so whether the
+    /// error was retriable.
+    pub fn provider_error(&self) -> Option<bool> {
+        if self.notice != Some(NoticeKind::Error) {
+            return None;
+        }
+        let mark = serde_json::from_value(self.meta.display.clone()?).ok()?;
+        match mark {
+            DisplayMark::ProviderError { retriable } => Some(retriable),
+        }
+    }
+
     /// All text parts joined, for display and for providers that take plain strings.
     pub fn text(&self) -> String {
         let mut out = String::new();
@@ -296,4 +324,34 @@ pub fn prompt_problem(parts: &[Part]) -> Option<String> {
         Part::Image { data, .. } | Part::Document { data, .. } => data.is_empty(),
     });
     empty.then(|| "prompt content is empty; send some text, an image or a document".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_provider_error_notice_keeps_the_stored_shape_and_is_read_back_typed() {
+        let notice = Message::provider_error_notice("rate limited".to_owned(), true, Some("t1"));
+        assert_eq!(
+            notice.meta.display,
+            Some(serde_json::json!({"reason": "providerError", "retriable": true}))
+        );
+        assert_eq!(notice.provider_error(), Some(true));
+        // A notice stored by an earlier version (the JSON written by hand) reads the same.
+        let stored: Message = serde_json::from_value(serde_json::json!({
+            "id": "m1", "role": "notice", "parts": [{"type": "text", "text": "boom"}],
+            "notice": "error",
+            "meta": {"ts": 1, "source": "engine", "display": {"reason": "providerError", "retriable": false}}
+        }))
+        .unwrap();
+        assert_eq!(stored.provider_error(), Some(false));
+        // Anything else is no provider error: another display, or another notice kind.
+        let mut other = Message::notice(NoticeKind::Error, "x".to_owned(), None);
+        other.meta.display = Some(serde_json::json!({"selection": "a"}));
+        assert_eq!(other.provider_error(), None);
+        let mut warning = Message::provider_error_notice("y".to_owned(), true, None);
+        warning.notice = Some(NoticeKind::Warning);
+        assert_eq!(warning.provider_error(), None);
+    }
 }

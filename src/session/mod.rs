@@ -23,7 +23,6 @@ use crate::engine::conversation::parse_history;
 pub use crate::engine::conversation::{
     lock, network_notice, retry_allowed, role_name, Conversation, ConversationState, DenyMemory,
     PendingKind, PendingRequest, ProposalShown, Resolution, Resume, SessionError, UnparsedHistory,
-    PROVIDER_ERROR_REASON,
 };
 pub use crate::engine::display;
 pub use crate::engine::emitter::{Emitter, EventSink, SEQ_RESERVATION, STREAM_BACKLOG_BYTES};

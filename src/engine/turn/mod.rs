@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use super::compaction;
 use super::conversation::{
     lock, Conversation, DenyMemory, PendingKind, PendingRequest, ProposalShown, RecordedDecision,
-    Resolution, Resume, PROVIDER_ERROR_REASON,
+    Resolution, Resume,
 };
 use super::outbound::{project, ProjectionContext};
 use crate::config::ModelConfig;
@@ -422,15 +422,11 @@ impl Turn {
                 (TurnEndReason::Interrupted, None)
             }
             Outcome::Error(error) => {
-                let mut notice = Message::notice(
-                    NoticeKind::Error,
+                let notice = Message::provider_error_notice(
                     error.message.clone(),
+                    error.retriable,
                     Some(&self.turn_id),
                 );
-                notice.meta.display = Some(serde_json::json!({
-                    "reason": PROVIDER_ERROR_REASON,
-                    "retriable": error.retriable,
-                }));
                 self.session.commit(notice);
                 self.emit(Event::Notice {
                     kind: NoticeKind::Error,
