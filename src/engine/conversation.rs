@@ -285,6 +285,17 @@ impl Conversation {
         lock(&self.state).history.clone()
     }
 
+    /// Whether the provider's content filter stopped an answer of turn `turn_id` (the turn's
+    /// messages are the newest ones while it ends).
+    pub fn refused_in(&self, turn_id: &str) -> bool {
+        lock(&self.state)
+            .history
+            .iter()
+            .rev()
+            .take_while(|m| m.meta.turn_id.as_deref() == Some(turn_id))
+            .any(Message::is_refusal)
+    }
+
     /// The events that asked the pending approvals and questions, to show them again.
     pub fn pending_payloads(&self) -> Vec<serde_json::Value> {
         lock(&self.pending)

@@ -104,7 +104,11 @@ pub struct UsageRecord {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reason", rename_all = "camelCase")]
 pub enum DisplayMark {
-    ProviderError { retriable: bool },
+    ProviderError {
+        retriable: bool,
+    },
+    /// The provider's content filter stopped the model's answer (ACP's `refusal` stop reason).
+    Refusal,
 }
 
 /// Sidecars: data about a message that no model ever sees.
@@ -260,10 +264,27 @@ impl Message {
         if self.notice != Some(NoticeKind::Error) {
             return None;
         }
-        let mark = serde_json::from_value(self.meta.display.clone()?).ok()?;
-        match mark {
+        match self.mark()? {
             DisplayMark::ProviderError { retriable } => Some(retriable),
+            DisplayMark::Refusal => None,
         }
+    }
+
+    /// The warning notice that the provider's content filter stopped the model's answer.
+    pub fn refusal_notice(text: String, turn_id: Option<&str>) -> Self {
+        let mut notice = Message::notice(NoticeKind::Warning, text, turn_id);
+        notice.meta.display = serde_json::to_value(DisplayMark::Refusal).ok();
+        notice
+    }
+
+    /// Whether this notice says the provider's content filter stopped an answer.
+    pub fn is_refusal(&self) -> bool {
+        self.notice == Some(NoticeKind::Warning) && self.mark() == Some(DisplayMark::Refusal)
+    }
+
+    /// The engine's typed mark in `meta.display`, if it holds one.
+    fn mark(&self) -> Option<DisplayMark> {
+        serde_json::from_value(self.meta.display.clone()?).ok()
     }
 
     /// All text parts joined, for display and for providers that take plain strings.
@@ -353,5 +374,16 @@ mod tests {
         let mut warning = Message::provider_error_notice("y".to_owned(), true, None);
         warning.notice = Some(NoticeKind::Warning);
         assert_eq!(warning.provider_error(), None);
+        assert!(!warning.is_refusal());
+        // The refusal mark: stored as {"reason": "refusal"}, read only on a warning notice.
+        let refusal = Message::refusal_notice("filtered".to_owned(), Some("t1"));
+        assert_eq!(
+            refusal.meta.display,
+            Some(serde_json::json!({"reason": "refusal"}))
+        );
+        assert!(refusal.is_refusal());
+        assert_eq!(refusal.provider_error(), None);
+        let plain = Message::notice(NoticeKind::Warning, "filtered".to_owned(), Some("t1"));
+        assert!(!plain.is_refusal(), "the words alone are no refusal");
     }
 }

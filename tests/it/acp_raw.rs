@@ -679,3 +679,35 @@ async fn session_list_pages_and_an_embedded_resource_is_replayed_as_a_resource()
     assert_eq!(resource["text"], "# Notes\nkeep\n");
     acp.validate_against_the_schema().await;
 }
+
+#[tokio::test]
+async fn a_content_filter_stop_ends_the_prompt_with_refusal_and_another_warning_does_not() {
+    let ws = workspace();
+    let mock = MockLlm::start().await;
+    mock.push(
+        Script::new()
+            .role()
+            .text("I can't help")
+            .finish("content_filter")
+            .done(),
+    );
+    // An answer that merely quotes the refusal notice ends as any answer does.
+    mock.push(Script::text_reply(
+        "the provider's content filter stopped the model's answer (quoting it)",
+    ));
+    let data = data_dir();
+    let mut acp = Raw::spawn(&mock, data.path());
+    acp.initialize(false).await;
+    let session = acp.new_session(&canonical(ws.path())).await;
+    let refused = acp
+        .request("session/prompt", Raw::prompt_params(&session, "something"))
+        .await;
+    let done = acp.response(refused).await;
+    assert_eq!(done["result"]["stopReason"], "refusal", "{done}");
+    let next = acp
+        .request("session/prompt", Raw::prompt_params(&session, "again"))
+        .await;
+    let done = acp.response(next).await;
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    acp.validate_against_the_schema().await;
+}

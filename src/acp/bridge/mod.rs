@@ -21,7 +21,6 @@ use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::convert;
-use crate::engine::turn::REFUSAL_NOTICE;
 use crate::engine::EngineContext;
 use crate::permissions::suggested_prefix;
 use crate::protocol::{ApprovalOption, Decision, Event, NoticeKind, ToolStatus, TurnEndReason};
@@ -80,8 +79,8 @@ struct ShownOutput {
 pub struct BridgeSink(pub Arc<Bridge>);
 
 impl EventSink for BridgeSink {
-    fn emit(&self, _session_id: &str, _seq: u64, _turn_id: Option<&str>, event: &Event) {
-        self.0.on_event(event);
+    fn emit(&self, _session_id: &str, _seq: u64, turn_id: Option<&str>, event: &Event) {
+        self.0.on_event(turn_id, event);
     }
 }
 
@@ -198,7 +197,7 @@ impl Bridge {
         }
     }
 
-    fn on_event(self: &Arc<Self>, event: &Event) {
+    fn on_event(self: &Arc<Self>, turn_id: Option<&str>, event: &Event) {
         match event {
             Event::TurnStarted { .. } => {}
             Event::AssistantDelta { text } => {
@@ -378,7 +377,14 @@ impl Bridge {
                 }
             }
             Event::Notice { kind, text } => {
-                if text.starts_with(REFUSAL_NOTICE) {
+                // Typed, not by its words: the refusal notice carries the engine's mark in the
+                // history, committed before this event. Asked here, where no lock of the
+                // conversation is held by the emitter (a `turnEnded` is emitted under one).
+                let refusal = *kind == NoticeKind::Warning
+                    && turn_id
+                        .zip(self.handle())
+                        .is_some_and(|(turn, handle)| handle.shared.refused_in(turn));
+                if refusal {
                     lock(&self.flags).refused = true;
                 }
                 let severity = match kind {

@@ -367,11 +367,11 @@ impl Turn {
                             );
                         }
                         if finish == Some(FinishReason::ContentFilter) {
-                            // Faces that have a "refused" ending (ACP's `refusal`) key on this.
-                            self.notice(
-                                NoticeKind::Warning,
-                                format!("{REFUSAL_NOTICE}; rephrase the request or switch model"),
-                            );
+                            // Faces that have a "refused" ending (ACP's `refusal`) ask the
+                            // conversation (`Conversation::refused_in`), which reads the mark.
+                            self.refusal_notice(format!(
+                                "{REFUSAL_NOTICE}; rephrase the request or switch model"
+                            ));
                         }
                         if self.finish_or_steer() {
                             return Outcome::Completed;

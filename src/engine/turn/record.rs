@@ -65,6 +65,17 @@ impl Turn {
         }
     }
 
+    /// The warning that the provider's content filter stopped the answer, marked as such in
+    /// history so a face can tell a refusal without reading the text.
+    pub(super) fn refusal_notice(&self, text: String) {
+        self.session
+            .commit(Message::refusal_notice(text.clone(), Some(&self.turn_id)));
+        self.emit(Event::Notice {
+            kind: NoticeKind::Warning,
+            text,
+        });
+    }
+
     pub(super) fn notice(&self, kind: NoticeKind, text: String) {
         self.session
             .commit(Message::notice(kind, text.clone(), Some(&self.turn_id)));
