@@ -184,6 +184,99 @@ fn no_face_takes_a_session_lock() {
     );
 }
 
+/// The names a file takes from `crate::protocol`: `protocol::Name` paths and the members of
+/// `use crate::protocol::{...}` groups (`self` and nested paths skipped).
+fn protocol_names(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    for (at, _) in text.match_indices("protocol::") {
+        let rest = &text[at + "protocol::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let inner = &group[..group.find('}').unwrap_or(group.len())];
+            for member in inner.split(',') {
+                let member = member.trim();
+                if !member.is_empty() && member != "self" && !member.contains("::") {
+                    names.insert(ident(member));
+                }
+            }
+        } else {
+            let name = ident(rest);
+            if !name.is_empty() {
+                names.insert(name);
+            }
+        }
+    }
+    names
+}
+
+/// The engine's vocabulary in `protocol/`: what `protocol/event.rs` defines, plus the leaf enums
+/// and helpers the engine decides with. Everything else there (method params and results, the
+/// envelope) belongs to the native face.
+const ENGINE_PROTOCOL_EXTRAS: &[&str] = &[
+    "Mode",
+    "UnknownMode",
+    "Decision",
+    "ErrorKind",
+    "arguments_digest",
+    "canonical_json",
+    "fit",
+];
+
+/// `engine/display.rs` builds the `session/load` entries the store keeps per message, which are
+/// the native wire's display shape by design (a resume copies them into the reply unparsed).
+const ENGINE_FILES_ON_THE_WIRE: &[&str] = &["src/engine/display.rs"];
+
+#[test]
+fn the_engine_takes_only_its_vocabulary_from_the_protocol() {
+    let event_rs = std::fs::read_to_string(repo().join("src/protocol/event.rs")).unwrap();
+    let mut allowed: BTreeSet<String> = ENGINE_PROTOCOL_EXTRAS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for line in event_rs.lines() {
+        for item in ["pub enum ", "pub struct ", "pub fn ", "pub const "] {
+            if let Some(rest) = line.strip_prefix(item) {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                allowed.insert(name);
+            }
+        }
+    }
+    assert!(allowed.contains("Event"), "event.rs defines Event");
+    let mut wrong = Vec::new();
+    for path in rust_files("src/engine") {
+        let name = relative(&path);
+        if ENGINE_FILES_ON_THE_WIRE.contains(&name.as_str()) {
+            continue;
+        }
+        let text = non_test_text(&path);
+        let code: String = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if code.contains("protocol as ") {
+            wrong.push(format!(
+                "{name}: renames crate::protocol, which hides what it takes from it"
+            ));
+        }
+        for used in protocol_names(&code) {
+            if !allowed.contains(&used) {
+                wrong.push(format!(
+                    "{name}: uses protocol::{used}, a wire type of the native face"
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 /// Whether `line` names `path` whole (`.shared.pending` but not `.shared.pending_payloads`).
 fn names(line: &str, path: &str) -> bool {
     line.match_indices(path).any(|(at, _)| {
@@ -253,6 +346,20 @@ fn names_matches_whole_paths_only() {
     assert!(names("lock(&h.shared.pending);", ".shared.pending"));
     assert!(names("x.shared.pending", ".shared.pending"));
     assert!(!names("h.shared.pending_payloads()", ".shared.pending"));
+}
+
+#[test]
+fn protocol_names_reads_paths_and_use_groups() {
+    let names = protocol_names(
+        "use crate::protocol::{self, Decision, Event,\n    ToolKind};\nlet x = protocol::fit::cut();",
+    );
+    assert_eq!(
+        names,
+        ["Decision", "Event", "ToolKind", "fit"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    );
 }
 
 #[test]
