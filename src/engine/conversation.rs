@@ -214,8 +214,12 @@ pub struct Conversation {
     pub workspace: Workspace,
     pub engine: Arc<EngineContext>,
     pub emitter: Emitter,
-    pub state: Mutex<ConversationState>,
-    pub pending: Mutex<HashMap<String, PendingRequest>>,
+    /// Visible to the engine only: the session layer changes it through the transitions of
+    /// `engine/transitions.rs` and faces read it through the query methods below, so fields
+    /// that must change together (an active turn and its steering) change together.
+    pub(in crate::engine) state: Mutex<ConversationState>,
+    /// The open approvals and questions, by request id; engine-only like `state`.
+    pub(in crate::engine) pending: Mutex<HashMap<String, PendingRequest>>,
     /// The durable store, when the face has one (`tandem serve` does; `tandem run` does not).
     pub store: Option<Store>,
     /// Reads and edits through the client's editor, when the face's client offers it (ACP's

@@ -29,7 +29,7 @@ pub use crate::engine::emitter::{Emitter, EventSink, SEQ_RESERVATION, STREAM_BAC
 use crate::engine::history::{new_id, now_ms, Message, NoticeKind, Part, Role, Source};
 use crate::engine::{turn, EngineContext};
 use crate::permissions::PermissionRules;
-use crate::protocol::{Decision, Event, Mode};
+use crate::protocol::{Decision, Mode};
 use crate::store::{SessionRecord, Store};
 use crate::tools::client_fs::ClientFs;
 use crate::workspace::Workspace;
@@ -283,31 +283,6 @@ fn start_actor(
     SessionHandle { shared, ops: tx }
 }
 
-/// Whether one more steering text would pass the config's caps on queued steering; the error
-/// says which cap and what to do. The queue is drained at every safe point, so the caps bound
-/// what one client can pile up between two model requests, not a session's total.
-fn steering_queue_full(
-    queued: &VecDeque<String>,
-    text: &str,
-    config: &crate::config::Config,
-) -> Option<SessionError> {
-    if queued.len() >= config.max_queued_steering {
-        return Some(SessionError::SteeringQueueFull(format!(
-            "{} steering messages are already queued for this turn's next safe point (max_queued_steering); wait for steeringApplied, or stop the turn and prompt again",
-            queued.len()
-        )));
-    }
-    let queued_bytes: usize = queued.iter().map(String::len).sum();
-    if queued_bytes + text.len() > config.max_queued_steering_bytes {
-        return Some(SessionError::SteeringQueueFull(format!(
-            "this steering text would bring the queued steering to {} bytes, above max_queued_steering_bytes ({}); send a shorter text, or wait for steeringApplied",
-            queued_bytes + text.len(),
-            config.max_queued_steering_bytes
-        )));
-    }
-    None
-}
-
 struct RunningTurn {
     cancel: CancellationToken,
     join: JoinHandle<()>,
@@ -342,53 +317,22 @@ async fn actor(
             }
         }
         match op {
-            Op::Prompt { parts, reply } => {
-                if let Some(problem) = crate::engine::history::prompt_problem(&parts) {
-                    reply(Err(SessionError::InvalidPrompt(problem)));
-                    continue;
+            Op::Prompt { parts, reply } => match shared.admit_prompt(parts) {
+                Err(error) => reply(Err(error)),
+                Ok(turn_id) => {
+                    reply(Ok(turn_id.clone()));
+                    running = Some(start_turn(&shared, turn_id));
                 }
-                let turn_id = new_id("t");
-                {
-                    let mut state = lock(&shared.state);
-                    if state.active_turn.is_some() {
-                        drop(state);
-                        reply(Err(SessionError::TurnInProgress));
-                        continue;
-                    }
-                    state.active_turn = Some(turn_id.clone());
-                    state.accepting_steering = true;
-                    let message = Message::user(parts, Source::User, Some(&turn_id));
-                    let first = !state.history.iter().any(|m| m.role == Role::User);
-                    let title: Option<String> =
-                        first.then(|| message.text().chars().take(80).collect());
-                    shared.append_locked(&mut state, message);
-                    shared.persist_session_fields(None, None, title.as_deref());
+            },
+            Op::Retry { reply } => match shared.admit_retry() {
+                Err(error) => reply(Err(error)),
+                Ok(turn_id) => {
+                    reply(Ok(turn_id.clone()));
+                    running = Some(start_turn(&shared, turn_id));
                 }
-                reply(Ok(turn_id.clone()));
-                running = Some(start_turn(&shared, turn_id));
-            }
-            Op::Retry { reply } => {
-                let turn_id = new_id("t");
-                {
-                    let mut state = lock(&shared.state);
-                    if state.active_turn.is_some() {
-                        drop(state);
-                        reply(Err(SessionError::TurnInProgress));
-                        continue;
-                    }
-                    if let Err(why) = retry_allowed(&state.history) {
-                        drop(state);
-                        reply(Err(SessionError::RetryUnavailable(why)));
-                        continue;
-                    }
-                    state.active_turn = Some(turn_id.clone());
-                    state.accepting_steering = true;
-                }
-                reply(Ok(turn_id.clone()));
-                running = Some(start_turn(&shared, turn_id));
-            }
+            },
             Op::Stop { reply } => {
-                let was_active = lock(&shared.state).active_turn.is_some();
+                let was_active = shared.turn_active();
                 match running.take() {
                     Some(turn) => {
                         turn.cancel.cancel();
@@ -400,22 +344,7 @@ async fn actor(
                     None => reply(Ok(false)),
                 }
             }
-            Op::Steer { text, reply } => {
-                let mut state = lock(&shared.state);
-                if !state.accepting_steering {
-                    drop(state);
-                    reply(Err(SessionError::NoTurnRunning));
-                } else if let Some(full) =
-                    steering_queue_full(&state.steering, &text, &shared.engine.config)
-                {
-                    drop(state);
-                    reply(Err(full));
-                } else {
-                    state.steering.push_back(text);
-                    drop(state);
-                    reply(Ok(()));
-                }
-            }
+            Op::Steer { text, reply } => reply(shared.queue_steering(text)),
             Op::Approve {
                 request_id,
                 decision,
@@ -425,28 +354,13 @@ async fn actor(
                 deny_memory,
                 reply,
             } => {
-                let (cut, other_arguments) = {
-                    let pending = lock(&shared.pending);
-                    let request = pending.get(&request_id);
-                    (
-                        edited_content.is_some()
-                            && request.is_some_and(|p| p.shown == ProposalShown::Cut),
-                        arguments_digest.as_deref().is_some_and(|digest| {
-                            request.is_some_and(|p| {
-                                p.payload["argumentsDigest"].as_str() != Some(digest)
-                            })
-                        }),
-                    )
-                };
-                if other_arguments {
-                    reply(Err(SessionError::StaleApproval(format!(
-                        "request {request_id} now holds different arguments than the ones approved (digest {}); review the latest approvalRequested and answer that",
-                        arguments_digest.unwrap_or_default()
-                    ))));
-                } else if cut {
-                    reply(Err(SessionError::EditUnavailable(format!(
-                        "request {request_id} proposes a change too large to show in full, so it cannot be edited before it is applied; approve or deny it without editedContent (after approving, edit the file itself)"
-                    ))));
+                let checked = shared.check_approval(
+                    &request_id,
+                    edited_content.is_some(),
+                    arguments_digest.as_deref(),
+                );
+                if let Err(error) = checked {
+                    reply(Err(error));
                 } else {
                     resolve_pending(
                         &shared,
@@ -475,31 +389,13 @@ async fn actor(
                     reply,
                 );
             }
-            Op::SwitchModel { model, reply } => reply(switch_model(&shared, model)),
+            Op::SwitchModel { model, reply } => reply(shared.switch_model(model)),
             Op::SetMode { mode, reply } => {
-                lock(&shared.state).mode = mode;
-                shared.persist_session_fields(None, Some(mode), None);
+                shared.set_mode(mode);
                 reply(Ok(()));
             }
             Op::SetNetworkAccess { allow, reply } => {
-                let changed = {
-                    let mut state = lock(&shared.state);
-                    std::mem::replace(&mut state.allow_network, allow) != allow
-                };
-                if changed {
-                    if let Some(store) = &shared.store {
-                        store.set_network(&shared.id, allow);
-                    }
-                    // The next command runs with the new choice, also inside a running turn;
-                    // the notice tells the user (and any other client) that it changed.
-                    shared.emit(
-                        None,
-                        Event::Notice {
-                            kind: NoticeKind::Network,
-                            text: network_notice(allow).to_owned(),
-                        },
-                    );
-                }
+                shared.set_network_access(allow);
                 reply(Ok(allow));
             }
             Op::Resume { resume } => {
@@ -540,29 +436,7 @@ async fn op_with_history(shared: &Arc<Conversation>, op: Op) -> Option<Op> {
     };
     if let Op::Resume { resume } = &op {
         // The crashed turn cannot continue without its history: end it, and say why.
-        let text = error.to_string();
-        {
-            let mut state = lock(&shared.state);
-            state.active_turn = None;
-            state.accepting_steering = false;
-        }
-        shared.emit(
-            Some(&resume.turn_id),
-            Event::Notice {
-                kind: NoticeKind::Error,
-                text: text.clone(),
-            },
-        );
-        shared.emit(
-            Some(&resume.turn_id),
-            Event::TurnEnded {
-                reason: crate::protocol::TurnEndReason::Error,
-                error: Some(crate::protocol::TurnError {
-                    message: text,
-                    retriable: false,
-                }),
-            },
-        );
+        shared.end_unresumable_turn(&resume.turn_id, error.to_string());
         return None;
     }
     reply_error(op, error);
@@ -583,35 +457,6 @@ fn start_turn(shared: &Arc<Conversation>, turn_id: String) -> RunningTurn {
     RunningTurn { cancel, join }
 }
 
-/// Take the pending request `request_id` if it is of the expected kind.
-fn take_pending(
-    shared: &Conversation,
-    request_id: &str,
-    expected: PendingKind,
-) -> Result<PendingRequest, SessionError> {
-    let mut pending = lock(&shared.pending);
-    let kind = match pending.get(request_id) {
-        None => {
-            return Err(SessionError::StaleApproval(format!(
-                "request {request_id} is not pending in this session (already answered, withdrawn, or from another session); answer only the latest approvalRequested/questionAsked"
-            )))
-        }
-        Some(p) => p.kind,
-    };
-    if kind != expected {
-        let (used, right) = match expected {
-            PendingKind::Approval => ("approve", "answer"),
-            PendingKind::Question => ("answer", "approve"),
-        };
-        return Err(SessionError::StaleApproval(format!(
-            "request {request_id} cannot be resolved with `{used}`; use `{right}`"
-        )));
-    }
-    pending
-        .remove(request_id)
-        .ok_or_else(|| SessionError::StaleApproval(format!("request {request_id} is not pending")))
-}
-
 /// Answer the client first, then hand the resolution to the waiting turn, so the response
 /// precedes the `approvalResolved` and everything the decision causes.
 fn resolve_pending(
@@ -621,7 +466,7 @@ fn resolve_pending(
     resolution: Resolution,
     reply: Reply<()>,
 ) {
-    match take_pending(shared, request_id, expected) {
+    match shared.take_pending(request_id, expected) {
         Err(error) => reply(Err(error)),
         Ok(request) => {
             reply(Ok(()));
@@ -629,61 +474,4 @@ fn resolve_pending(
             let _ = request.sender.send(resolution);
         }
     }
-}
-
-fn switch_model(
-    shared: &Conversation,
-    model: String,
-) -> Result<(String, Option<String>), SessionError> {
-    let config = &shared.engine.config;
-    let Some(target) = config.model(&model) else {
-        return Err(SessionError::UnknownModel {
-            model,
-            known: config.models.keys().cloned().collect::<Vec<_>>().join(", "),
-        });
-    };
-    let (from, warning, turn_id) = {
-        let mut state = lock(&shared.state);
-        let from = state.model.clone();
-        if from == model {
-            return Ok((model, None));
-        }
-        let images: usize = state.history.iter().map(Message::image_count).sum();
-        let documents: usize = state.history.iter().map(Message::document_count).sum();
-        let mut warnings = Vec::new();
-        if images > 0 && !target.vision {
-            warnings.push(format!(
-                "the history holds {images} image(s) that {model} cannot see; they are replaced by a placeholder for this model and restored if you switch back to a vision model"
-            ));
-        }
-        if documents > 0 && !target.pdf {
-            warnings.push(format!(
-                "the history holds {documents} PDF document(s) that {model} cannot read; they are replaced by a placeholder for this model and restored if you switch back to a model that reads PDFs"
-            ));
-        }
-        let warning = (!warnings.is_empty()).then(|| warnings.join("; "));
-        let turn_id = state.active_turn.clone();
-        let mut text = format!("Switched model from {from} to {model}");
-        if turn_id.is_some() {
-            text.push_str("; the running turn uses it from its next model request");
-        }
-        if let Some(w) = &warning {
-            text.push_str("; ");
-            text.push_str(w);
-        }
-        state.model = model.clone();
-        let notice = Message::notice(NoticeKind::ModelSwitch, text, turn_id.as_deref());
-        shared.append_locked(&mut state, notice);
-        shared.persist_session_fields(Some(&model), None, None);
-        (from, warning, turn_id)
-    };
-    shared.emit(
-        turn_id.as_deref(),
-        Event::ModelSwitched {
-            from,
-            to: model.clone(),
-            warning: warning.clone(),
-        },
-    );
-    Ok((model, warning))
 }

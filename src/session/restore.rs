@@ -223,16 +223,7 @@ pub async fn restore_with_client_fs(
         loaded.last_seq,
         None,
     );
-    {
-        let mut state = lock(&handle.shared.state);
-        for fix in fixes {
-            let finished = fix.tool_result.as_ref().map(|r| r.tool_call_id.clone());
-            handle.shared.append_locked(&mut state, fix);
-            if let Some(tool_call_id) = finished {
-                handle.shared.after_side_effect(&tool_call_id);
-            }
-        }
-    }
+    handle.shared.commit_restore_fixes(fixes);
     let pending: Vec<serde_json::Value> = resume
         .iter()
         .flat_map(|r| r.recorded.values())
