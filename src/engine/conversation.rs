@@ -572,9 +572,7 @@ impl Conversation {
     /// Add a rule to the session's rules and persist it, unless the session has it already.
     /// Takes the state the caller holds locked, so the check and the add are one step.
     pub fn remember_rule(&self, state: &mut ConversationState, kind: RuleKind, value: String) {
-        let before = state.rules.clone();
-        state.rules.add(kind, value.clone());
-        if state.rules == before {
+        if !state.rules.add(kind, value.clone()) {
             return;
         }
         if let Some(store) = &self.store {

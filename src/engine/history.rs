@@ -284,7 +284,7 @@ impl Message {
 
     /// The engine's typed mark in `meta.display`, if it holds one.
     fn mark(&self) -> Option<DisplayMark> {
-        serde_json::from_value(self.meta.display.clone()?).ok()
+        DisplayMark::deserialize(self.meta.display.as_ref()?).ok()
     }
 
     /// All text parts joined, for display and for providers that take plain strings.

@@ -132,17 +132,19 @@ pub fn suggested_prefix(command: &str) -> String {
 }
 
 impl PermissionRules {
-    /// Add a rule (a value already there is not added twice).
-    pub fn add(&mut self, kind: RuleKind, value: String) {
+    /// Add a rule; false when the session has it already (it is not added twice).
+    pub fn add(&mut self, kind: RuleKind, value: String) -> bool {
         let list = match kind {
             RuleKind::AllowTool => &mut self.tools,
             RuleKind::AllowCommandPrefix => &mut self.command_prefixes,
             RuleKind::DenyTool => &mut self.denied_tools,
             RuleKind::DenyCommandPrefix => &mut self.denied_command_prefixes,
         };
-        if !list.contains(&value) {
-            list.push(value);
+        if list.contains(&value) {
+            return false;
         }
+        list.push(value);
+        true
     }
 
     /// Why a deny rule refuses this call, for the model, or `None`.
@@ -257,8 +259,8 @@ mod tests {
         let mut rules = PermissionRules::default();
         rules.add(RuleKind::AllowCommandPrefix, "cargo publish".to_owned());
         rules.add(RuleKind::DenyCommandPrefix, "cargo publish".to_owned());
-        rules.add(RuleKind::DenyTool, "edit_file".to_owned());
-        rules.add(RuleKind::DenyTool, "edit_file".to_owned());
+        assert!(rules.add(RuleKind::DenyTool, "edit_file".to_owned()));
+        assert!(!rules.add(RuleKind::DenyTool, "edit_file".to_owned()));
         assert_eq!(rules.denied_tools, ["edit_file"], "added once");
         let shell = meta_for("shell").unwrap();
         let edit = meta_for("edit_file").unwrap();

@@ -115,7 +115,9 @@ pub async fn restore_with_client_fs(
     let mut rules = PermissionRules::default();
     for rule in &loaded.rules {
         match rule.kind.parse() {
-            Ok(kind) => rules.add(kind, rule.value.clone()),
+            Ok(kind) => {
+                rules.add(kind, rule.value.clone());
+            }
             // A newer tandem's rule: skipping it can only ask more, never allow more, except a
             // deny rule of a kind unknown here, which is why unknown kinds are logged loudly.
             Err(e) => tracing::warn!(session = %record.id, "{e}; the rule is ignored"),
