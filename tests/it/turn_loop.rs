@@ -419,3 +419,95 @@ async fn the_actor_refuses_a_prompt_that_says_nothing_whatever_face_sent_it() {
     );
     assert_eq!(h.mock.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn a_command_denied_for_the_session_is_refused_unasked_also_inside_a_chain_and_in_full_auto()
+{
+    let mut h = Harness::start(Mode::Ask).await;
+    h.mock.push(Script::tool_call_reply(
+        "s1",
+        "shell",
+        json!({"command": "cargo publish --dry-run"}),
+    ));
+    h.mock.push(Script::tool_call_reply(
+        "s2",
+        "shell",
+        json!({"command": "echo harmless && cargo   publish"}),
+    ));
+    h.mock.push(Script::text_reply("giving up"));
+    h.prompt("publish").await;
+    let asked = h.wait_type("approvalRequested").await;
+    let request_id = asked["requestId"].as_str().unwrap().to_owned();
+    // ACP's `reject_always`: deny, and remember it for the rest of the session.
+    h.call(|reply| Op::Approve {
+        request_id,
+        decision: Decision::Deny,
+        message: None,
+        edited_content: None,
+        arguments_digest: None,
+        deny_memory: DenyMemory::RestOfSession,
+        reply,
+    })
+    .await
+    .expect("the denial is taken");
+    h.wait_type("turnEnded").await;
+    assert_eq!(
+        h.of_type("approvalRequested").len(),
+        1,
+        "the chained command was refused without asking"
+    );
+    let history = h.history();
+    let refused = history
+        .iter()
+        .find(|m| {
+            m.tool_result
+                .as_ref()
+                .is_some_and(|r| r.tool_call_id == "s2")
+        })
+        .expect("s2 has a result");
+    assert!(
+        refused
+            .text()
+            .contains("always reject commands starting with `cargo publish`"),
+        "{}",
+        refused.text()
+    );
+    assert_no_orphan_calls(&history);
+    // The rule outlives the mode: in fullAuto nothing asks, and it is still refused.
+    h.call(|reply| Op::SetMode {
+        mode: Mode::FullAuto,
+        reply,
+    })
+    .await
+    .unwrap();
+    h.mock.push(Script::tool_call_reply(
+        "s3",
+        "shell",
+        json!({"command": "cargo publish"}),
+    ));
+    h.mock.push(Script::text_reply("still no"));
+    h.seen.clear();
+    h.prompt("publish again").await;
+    h.wait_type("turnEnded").await;
+    let history = h.history();
+    let refused = history
+        .iter()
+        .find(|m| {
+            m.tool_result
+                .as_ref()
+                .is_some_and(|r| r.tool_call_id == "s3")
+        })
+        .expect("s3 has a result");
+    assert!(
+        refused.text().contains("always reject"),
+        "{}",
+        refused.text()
+    );
+    assert!(
+        h.of_type("toolCallUpdate")
+            .iter()
+            .all(|e| e["status"] != "running"),
+        "nothing ran: {:#?}",
+        h.of_type("toolCallUpdate")
+    );
+}
