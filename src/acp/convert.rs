@@ -7,8 +7,9 @@ use agent_client_protocol::v1::schema as acp;
 use serde_json::Value;
 
 use crate::config::Config;
-use crate::engine::history::{Message, Part, ResultStatus, Role, Source};
-use crate::protocol::{DiffEntry, Location, Mode, ToolKind};
+use crate::engine::display::LoadView;
+use crate::engine::history::Part;
+use crate::protocol::{DiffEntry, DisplayRole, Location, Mode, ToolKind, ToolStatus};
 use crate::tools::{meta_for, parse_args};
 use crate::workspace::Workspace;
 
@@ -250,15 +251,56 @@ pub fn prompt_parts(blocks: Vec<acp::ContentBlock>) -> Vec<Part> {
         .collect()
 }
 
-/// The `(uri, text)` of a text part that [`prompt_parts`] made from an embedded text
-/// resource, so a replay shows the client the resource it attached rather than the wrapper
-/// the model reads. The history keeps the part as the model saw it (one text), which is why
-/// the shape is recognized here: it is the exact shape written above, opening and closing.
-fn embedded_resource(text: &str) -> Option<(String, String)> {
-    let rest = text.strip_prefix(CONTEXT_OPEN)?;
-    let (uri, body) = rest.split_once("\">\n")?;
-    let body = body.strip_suffix(CONTEXT_CLOSE)?;
-    (!uri.contains('"')).then(|| (uri.to_owned(), format!("{body}\n")))
+/// A user message's text as content blocks: each embedded text resource that
+/// [`prompt_parts`] wrapped for the model (`<context uri="…">\n…\n</context>`) as the resource
+/// the client attached, the text around them as text. The display history joins a message's
+/// text parts, so the wrappers are found in the joined text: a wrapper runs from its opening to
+/// the last closing before the next opening (or the end), which keeps a resource whose own text
+/// contains the closing line whole.
+fn user_text_blocks(text: &str) -> Vec<acp::ContentBlock> {
+    let mut blocks = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find(CONTEXT_OPEN) {
+        let after_open = &rest[open + CONTEXT_OPEN.len()..];
+        let Some((uri, body_and_rest)) = after_open.split_once("\">\n") else {
+            break;
+        };
+        if uri.contains('"') || uri.contains('\n') {
+            // Not a wrapper this face wrote: keep it as text up to here and look further on.
+            let end = open + CONTEXT_OPEN.len();
+            push_text(&mut blocks, &rest[..end]);
+            rest = &rest[end..];
+            continue;
+        }
+        let window_end = body_and_rest
+            .find(CONTEXT_OPEN)
+            .unwrap_or(body_and_rest.len());
+        let Some(close) = body_and_rest[..window_end].rfind(CONTEXT_CLOSE) else {
+            break;
+        };
+        push_text(&mut blocks, &rest[..open]);
+        blocks.push(acp::ContentBlock::Resource(acp::EmbeddedResource::new(
+            acp::EmbeddedResourceResource::TextResourceContents(acp::TextResourceContents::new(
+                format!("{}\n", &body_and_rest[..close]),
+                uri.to_owned(),
+            )),
+        )));
+        rest = &body_and_rest[close + CONTEXT_CLOSE.len()..];
+    }
+    push_text(&mut blocks, rest);
+    blocks
+}
+
+fn push_text(blocks: &mut Vec<acp::ContentBlock>, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    // Text split around a wrapper that was not one joins the text before it.
+    if let Some(acp::ContentBlock::Text(previous)) = blocks.last_mut() {
+        previous.text.push_str(text);
+        return;
+    }
+    blocks.push(text_block(text.to_owned()));
 }
 
 const CONTEXT_OPEN: &str = "<context uri=\"";
@@ -307,95 +349,102 @@ pub fn tool_call(workspace: &Workspace, id: &str, name: &str, arguments: &Value)
         .raw_input(arguments.clone())
 }
 
-/// The history as `session/update`s, for `session/load`: user prompts (and steering) as user
-/// chunks, reasoning as thought chunks, answers as message chunks, every tool call with its
-/// final status, result and diff, and notices. Reminders the engine wrote for the model are
-/// not shown.
+/// The session's [`LoadView`] as `session/update`s, for `session/load`: user prompts (and
+/// steering) as user chunks, reasoning as thought chunks, answers as message chunks, every
+/// tool call with its final status, result and diff, and notices; the same view the native
+/// `session/load` pages, so both faces show the same history. Reminders the engine wrote for
+/// the model are not in it. An entry that cannot be read (a damaged stored entry) becomes a
+/// notice that says so, and the replay goes on.
 pub fn replay(
     workspace: &Workspace,
-    history: &[Message],
+    view: &LoadView<'_>,
     notice: &dyn Fn(&str) -> acp::SessionUpdate,
 ) -> Vec<acp::SessionUpdate> {
     let root = workspace.roots()[0].clone();
     let mut out = Vec::new();
-    for message in history {
+    for (position, entry) in view.entries.iter().enumerate() {
+        let message = match entry.to_message() {
+            Ok(message) => message,
+            Err(e) => {
+                out.push(notice(&format!(
+                    "message {position} of this session cannot be shown ({e})"
+                )));
+                continue;
+            }
+        };
         match message.role {
-            Role::User if message.meta.source == Source::Reminder => {}
-            Role::User => {
-                for part in &message.parts {
-                    let block = match part {
-                        Part::Text { text } => match embedded_resource(text) {
-                            Some((uri, body)) => {
-                                acp::ContentBlock::Resource(acp::EmbeddedResource::new(
-                                    acp::EmbeddedResourceResource::TextResourceContents(
-                                        acp::TextResourceContents::new(body, uri),
-                                    ),
-                                ))
-                            }
-                            None => text_block(text.clone()),
-                        },
-                        Part::Image { mime_type, data } => acp::ContentBlock::Image(
-                            acp::ImageContent::new(data.clone(), mime_type.clone()),
-                        ),
-                        Part::Document { name, .. } => text_block(format!(
-                            "(PDF document {} attached)",
-                            name.as_deref().unwrap_or("without a name")
-                        )),
-                    };
+            DisplayRole::User => {
+                for block in user_text_blocks(&message.text) {
                     out.push(acp::SessionUpdate::UserMessageChunk(
                         acp::ContentChunk::new(block),
                     ));
                 }
+                for image in message.images.into_iter().flatten() {
+                    out.push(acp::SessionUpdate::UserMessageChunk(
+                        acp::ContentChunk::new(acp::ContentBlock::Image(acp::ImageContent::new(
+                            image.data,
+                            image.mime_type,
+                        ))),
+                    ));
+                }
+                for document in message.documents.into_iter().flatten() {
+                    out.push(acp::SessionUpdate::UserMessageChunk(
+                        acp::ContentChunk::new(text_block(format!(
+                            "(PDF document {} attached)",
+                            document.name.as_deref().unwrap_or("without a name")
+                        ))),
+                    ));
+                }
             }
-            Role::Assistant => {
-                if let Some(reasoning) = message.meta.reasoning.as_ref().filter(|r| !r.is_empty()) {
+            DisplayRole::Assistant => {
+                if let Some(reasoning) = message.reasoning.filter(|r| !r.is_empty()) {
                     out.push(acp::SessionUpdate::AgentThoughtChunk(
-                        acp::ContentChunk::new(text_block(reasoning.clone())),
+                        acp::ContentChunk::new(text_block(reasoning)),
                     ));
                 }
-                let text = message.text();
-                if !text.is_empty() {
+                if !message.text.is_empty() {
                     out.push(acp::SessionUpdate::AgentMessageChunk(
-                        acp::ContentChunk::new(text_block(text)),
+                        acp::ContentChunk::new(text_block(message.text)),
                     ));
                 }
-                for call in &message.tool_calls {
-                    let arguments = serde_json::from_str::<Value>(&call.arguments)
-                        .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+                let calls = message.tool_calls.unwrap_or_default();
+                for call in &calls {
                     out.push(acp::SessionUpdate::ToolCall(tool_call(
-                        workspace, &call.id, &call.name, &arguments,
+                        workspace,
+                        &call.tool_call_id,
+                        &call.name,
+                        &call.arguments,
                     )));
                 }
-            }
-            Role::Tool => {
-                let Some(result) = &message.tool_result else {
-                    continue;
-                };
-                let status = match result.status {
-                    ResultStatus::Completed => acp::ToolCallStatus::Completed,
-                    _ => acp::ToolCallStatus::Failed,
-                };
-                let text = message.text();
-                let mut content = vec![text_content(fenced(&text))];
-                if let Some(diff) = message
-                    .meta
-                    .diff
-                    .as_ref()
-                    .and_then(|d| serde_json::from_value::<Vec<DiffEntry>>(d.clone()).ok())
-                {
-                    content.extend(diff_content(&root, &diff));
+                // Results after all the calls of the message, as they came.
+                for call in calls {
+                    let Some(status) = call.status else {
+                        continue;
+                    };
+                    let status = match status {
+                        ToolStatus::Completed => acp::ToolCallStatus::Completed,
+                        _ => acp::ToolCallStatus::Failed,
+                    };
+                    let text = call.result.unwrap_or_default();
+                    let mut content = vec![text_content(fenced(&text))];
+                    if let Some(diff) = call
+                        .diff
+                        .and_then(|d| serde_json::from_value::<Vec<DiffEntry>>(d).ok())
+                    {
+                        content.extend(diff_content(&root, &diff));
+                    }
+                    out.push(acp::SessionUpdate::ToolCallUpdate(
+                        acp::ToolCallUpdate::new(
+                            call.tool_call_id,
+                            acp::ToolCallUpdateFields::new()
+                                .status(status)
+                                .content(content)
+                                .raw_output(serde_json::json!({ "result": text })),
+                        ),
+                    ));
                 }
-                out.push(acp::SessionUpdate::ToolCallUpdate(
-                    acp::ToolCallUpdate::new(
-                        result.tool_call_id.clone(),
-                        acp::ToolCallUpdateFields::new()
-                            .status(status)
-                            .content(content)
-                            .raw_output(serde_json::json!({ "result": text })),
-                    ),
-                ));
             }
-            Role::Notice => out.push(notice(&message.text())),
+            DisplayRole::Notice => out.push(notice(&message.text)),
         }
     }
     out
@@ -404,6 +453,73 @@ pub fn replay(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What [`user_text_blocks`] makes of a joined text: `("text", t)` or `("resource", uri, t)`.
+    fn blocks_of(text: &str) -> Vec<(String, String)> {
+        user_text_blocks(text)
+            .into_iter()
+            .map(|block| match block {
+                acp::ContentBlock::Text(t) => ("text".to_owned(), t.text),
+                acp::ContentBlock::Resource(r) => match r.resource {
+                    acp::EmbeddedResourceResource::TextResourceContents(t) => (t.uri, t.text),
+                    other => panic!("unexpected resource {other:?}"),
+                },
+                other => panic!("unexpected block {other:?}"),
+            })
+            .collect()
+    }
+
+    fn wrapped(uri: &str, body: &str) -> String {
+        match prompt_parts(vec![acp::ContentBlock::Resource(
+            acp::EmbeddedResource::new(acp::EmbeddedResourceResource::TextResourceContents(
+                acp::TextResourceContents::new(body, uri),
+            )),
+        )])
+        .pop()
+        {
+            Some(Part::Text { text }) => text,
+            other => panic!("a text resource became {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_replayed_user_text_gives_back_the_resources_it_carried() {
+        let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+        // Text, then a resource: the shape a prompt with an attached file has.
+        let joined = format!("see this{}", wrapped("file:///a.md", "# A\nkeep\n"));
+        assert_eq!(
+            blocks_of(&joined),
+            vec![
+                pair("text", "see this"),
+                pair("file:///a.md", "# A\nkeep\n")
+            ]
+        );
+        // A resource whose own text holds the closing line stays whole, and text between
+        // two resources stays between them.
+        let tricky = "x\n</context>\ny\n";
+        let joined = format!(
+            "{}and{}after",
+            wrapped("file:///t.xml", tricky),
+            wrapped("file:///b.md", "b\n")
+        );
+        assert_eq!(
+            blocks_of(&joined),
+            vec![
+                pair("file:///t.xml", tricky),
+                pair("text", "and"),
+                pair("file:///b.md", "b\n"),
+                pair("text", "after"),
+            ]
+        );
+        // Text that only looks like a wrapper is text.
+        for text in [
+            "<context uri=\"a\"b\">\nbody\n</context>",
+            "<context uri=\"file:///x\">\nno closing",
+            "plain words",
+        ] {
+            assert_eq!(blocks_of(text), vec![pair("text", text)]);
+        }
+    }
 
     #[test]
     fn timestamps() {

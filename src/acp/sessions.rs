@@ -92,17 +92,7 @@ impl Acp {
                 ));
             }
             if replay {
-                handle
-                    .shared
-                    .complete_history()
-                    .await
-                    .map_err(|e| error(e.kind(), e.to_string(), Value::Null))?;
-                let history = handle.shared.history_snapshot();
-                for update in convert::replay(&handle.shared.workspace, &history, &|t| {
-                    bridge.notice_update(t)
-                }) {
-                    bridge.send_update(update);
-                }
+                replay_history(&bridge, &handle).await?;
             }
             return self.opened(&handle, replay);
         }
@@ -153,17 +143,7 @@ impl Acp {
         let handle = restored.handle.clone();
         bridge.set_handle(handle.clone());
         if replay {
-            handle
-                .shared
-                .complete_history()
-                .await
-                .map_err(|e| error(e.kind(), e.to_string(), Value::Null))?;
-            let history = handle.shared.history_snapshot();
-            for update in convert::replay(&handle.shared.workspace, &history, &|t| {
-                bridge.notice_update(t)
-            }) {
-                bridge.send_update(update);
-            }
+            replay_history(&bridge, &handle).await?;
         }
         let answer = self.opened(&handle, replay);
         self.host
@@ -297,4 +277,32 @@ pub(super) fn mcp_name(server: &acp::McpServer) -> String {
         acp::McpServer::Stdio(s) => s.name.clone(),
         _ => "unnamed".to_owned(),
     }
+}
+
+/// Send the session's history as `session/update`s: the engine's load view (the one the
+/// native `session/load` pages) converted on the blocking pool, since a long session takes
+/// milliseconds to convert. A restored session's stored entries are used as they are, so a
+/// load parses none of its history.
+async fn replay_history(bridge: &Arc<Bridge>, handle: &SessionHandle) -> Result<(), AcpError> {
+    let shared = handle.shared.clone();
+    let notices = bridge.clone();
+    let updates = tokio::task::spawn_blocking(move || {
+        shared.load_view(|view| {
+            convert::replay(&shared.workspace, &view, &|text| {
+                notices.notice_update(text)
+            })
+        })
+    })
+    .await
+    .map_err(|e| {
+        error(
+            ErrorKind::Internal,
+            format!("replaying the session's history crashed: {e}"),
+            Value::Null,
+        )
+    })?;
+    for update in updates {
+        bridge.send_update(update);
+    }
+    Ok(())
 }

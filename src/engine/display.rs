@@ -233,6 +233,50 @@ pub fn display_history(history: &[crate::engine::history::Message]) -> Vec<Displ
     out
 }
 
+/// What a face shows as it opens a session: its settings and its whole display history, one
+/// view for the native `session/load` (which pages it) and ACP's replay (which converts each
+/// entry to `session/update`s). Built under the state lock by
+/// [`Conversation::load_view`](crate::engine::conversation::Conversation::load_view), borrowing
+/// from the history: nothing is copied until a face serializes or converts an entry.
+pub struct LoadView<'a> {
+    pub model: &'a str,
+    pub mode: crate::protocol::Mode,
+    /// Whether a turn is running (a restored session's resumed turn counts).
+    pub running: bool,
+    pub allow_network: bool,
+    /// Token usage per model, in the order the models were first used.
+    pub usage: &'a [crate::store::UsageTotals],
+    /// The display history in order: a restored session's stored entries first (its unparsed
+    /// messages; those that show as no entry are left out), then the entries computed from
+    /// the parsed messages. A position in this list names the same message for the session's
+    /// life, since the history only grows at its end.
+    pub entries: Vec<LoadEntry<'a>>,
+}
+
+/// One entry of a [`LoadView`].
+pub enum LoadEntry<'a> {
+    /// A stored entry, as the store kept it (a [`wire::DisplayMessage`] as JSON); see
+    /// [`usable_entry`].
+    Stored(&'a str),
+    /// An entry computed from a parsed message.
+    Computed(DisplayMessageRef<'a>),
+}
+
+impl LoadEntry<'_> {
+    /// The entry as JSON bytes: a stored one as it is, a computed one serialized.
+    pub fn to_json(&self) -> Result<Cow<'_, [u8]>, serde_json::Error> {
+        match self {
+            LoadEntry::Stored(text) => Ok(Cow::Borrowed(text.as_bytes())),
+            LoadEntry::Computed(entry) => serde_json::to_vec(entry).map(Cow::Owned),
+        }
+    }
+
+    /// The entry as an owned [`wire::DisplayMessage`], for a face that converts it.
+    pub fn to_message(&self) -> Result<wire::DisplayMessage, serde_json::Error> {
+        serde_json::from_slice(&self.to_json()?)
+    }
+}
+
 /// How many messages from the start of `messages` have every tool call answered within them:
 /// the longest prefix whose display entries can no longer change.
 pub fn settled_len(messages: &[Message]) -> usize {

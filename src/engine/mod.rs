@@ -13,7 +13,6 @@ pub mod emitter;
 pub mod history;
 pub mod outbound;
 pub mod pending;
-pub mod transitions;
 pub mod turn;
 
 use std::sync::atomic::{AtomicBool, Ordering};

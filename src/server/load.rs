@@ -8,17 +8,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{framing, rpc};
-use crate::engine::display::display_history;
 use crate::protocol::{self as wire, fit, ErrorKind, RpcErrorObject};
 use crate::session;
 
-/// The `session/load` response, serialized on the blocking pool: for a long session, building
-/// and serializing the display history takes milliseconds that must not stall the runtime.
-///
-/// The state lock is held while it serializes, so the history cannot change underneath; a
-/// restored session's turn has not resumed yet, and a live one waits at most that long. The
-/// entries of a restored session's unparsed messages are the stored ones, copied as they are;
-/// the rest are built from the parsed history.
 /// Build the `session/load` reply: the session's head and the newest page of its display
 /// history that fits the frame cap.
 ///
@@ -30,6 +22,12 @@ use crate::session;
 /// `cursor` is the position of its first message. One entry larger than
 /// [`fit::LOAD_ENTRY_BYTES`] (a 15 MB `editedContent`) has its long strings cut with a note;
 /// the history itself keeps every byte.
+///
+/// It is serialized on the blocking pool: for a long session, building and serializing the
+/// display history takes milliseconds that must not stall the runtime. The state lock is held
+/// meanwhile (see [`session::Conversation::load_view`]), so the history cannot change
+/// underneath; a restored session's turn has not resumed yet, and a live one waits at most
+/// that long.
 pub(super) async fn load_response(
     shared: Arc<session::Conversation>,
     id: Value,
@@ -38,17 +36,8 @@ pub(super) async fn load_response(
     cursor: Option<String>,
 ) -> Vec<u8> {
     let id_for_error = id.clone();
-    tokio::task::spawn_blocking(move || shared.read(|state| {
-        let stored: Vec<&str> = state
-            .unparsed
-            .as_ref()
-            .map_or(&[][..], session::UnparsedHistory::displays)
-            .iter()
-            .map(String::as_str)
-            .filter(|d| !d.is_empty())
-            .collect();
-        let computed = display_history(&state.history);
-        let total = stored.len() + computed.len();
+    tokio::task::spawn_blocking(move || shared.load_view(|view| {
+        let total = view.entries.len();
         let end = match cursor.as_deref().map(str::parse::<usize>) {
             None => total,
             Some(Ok(position)) if position <= total => position,
@@ -68,16 +57,16 @@ pub(super) async fn load_response(
         let mut head = LoadResultHead {
             session_id: &shared.id,
             cwd: &cwd,
-            model: &state.model,
-            mode: state.mode,
-            state: if state.active_turn.is_some() {
+            model: view.model,
+            mode: view.mode,
+            state: if view.running {
                 wire::ConversationState::Running
             } else {
                 wire::ConversationState::Idle
             },
-            network_access: state.allow_network,
+            network_access: view.allow_network,
             pending: &pending,
-            usage: state
+            usage: view
                 .usage
                 .iter()
                 .map(|u| wire::UsageTotal {
@@ -97,20 +86,17 @@ pub(super) async fn load_response(
         let mut start = end;
         while start > 0 {
             let position = start - 1;
-            let entry: std::borrow::Cow<'_, [u8]> = match stored.get(position) {
-                Some(text) => std::borrow::Cow::Borrowed(text.as_bytes()),
-                None => match serde_json::to_vec(&computed[position - stored.len()]) {
-                    Ok(bytes) => std::borrow::Cow::Owned(bytes),
-                    Err(e) => {
-                        return rpc::error_message(
-                            &id,
-                            &RpcErrorObject::new(
-                                ErrorKind::Internal,
-                                format!("message {position} could not be shown: {e}"),
-                            ),
-                        )
-                    }
-                },
+            let entry = match view.entries[position].to_json() {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    return rpc::error_message(
+                        &id,
+                        &RpcErrorObject::new(
+                            ErrorKind::Internal,
+                            format!("message {position} could not be shown: {e}"),
+                        ),
+                    )
+                }
             };
             let entry = fit_entry(entry);
             if used + entry.len() + 1 > budget && !page.is_empty() {

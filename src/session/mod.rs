@@ -12,7 +12,6 @@ mod restore;
 
 pub use restore::{restore, restore_with_client_fs, RestoreError, Restored};
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
@@ -21,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::conversation::parse_history;
 pub use crate::engine::conversation::{
-    lock, network_notice, retry_allowed, role_name, Conversation, ConversationState, DenyMemory,
+    lock, network_notice, retry_allowed, role_name, Conversation, ConversationStart, DenyMemory,
     PendingKind, PendingRequest, ProposalShown, Resolution, Resume, SessionError, UnparsedHistory,
 };
 pub use crate::engine::display;
@@ -236,19 +235,16 @@ pub fn spawn(
             allow_network: false,
         });
     }
-    let state = ConversationState {
+    let state = ConversationStart {
         history: Vec::new(),
         unparsed: None,
         displays_stored: 0,
         model: new.model,
         mode: new.mode,
         rules: PermissionRules::default(),
-        steering: VecDeque::new(),
-        active_turn: None,
-        accepting_steering: false,
         allow_network: false,
         usage: Vec::new(),
-        tool_call_ids: None,
+        resumed_turn: None,
     };
     start_actor(
         engine,
@@ -271,7 +267,7 @@ fn start_actor(
     workspace: Workspace,
     store: Option<Store>,
     client_fs: Option<Arc<dyn ClientFs>>,
-    state: ConversationState,
+    state: ConversationStart,
     last_seq: u64,
     resume: Option<Resume>,
 ) -> SessionHandle {

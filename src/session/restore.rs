@@ -193,7 +193,7 @@ pub async fn restore_with_client_fs(
             history.last().and_then(|m| m.meta.turn_id.as_deref()),
         ));
     }
-    let state = ConversationState {
+    let state = ConversationStart {
         history,
         unparsed: (!rows.is_empty()).then(|| {
             UnparsedHistory::new(
@@ -207,12 +207,9 @@ pub async fn restore_with_client_fs(
         model,
         mode,
         rules,
-        steering: VecDeque::new(),
-        active_turn: resume.as_ref().map(|r| r.turn_id.clone()),
-        accepting_steering: resume.is_some(),
         allow_network: record.allow_network,
         usage: loaded.usage.clone(),
-        tool_call_ids: None,
+        resumed_turn: resume.as_ref().map(|r| r.turn_id.clone()),
     };
     let handle = start_actor(
         engine,

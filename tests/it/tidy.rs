@@ -184,6 +184,39 @@ fn no_face_takes_a_session_lock() {
     );
 }
 
+/// The conversation's state changes only through its transitions: `ConversationState`'s
+/// fields and `Conversation`'s `state` and `pending` stay private to `engine/conversation/`, so
+/// the turn loop, the session actor and the faces cannot change fields that belong together
+/// one at a time (the compiler enforces the privacy; this test keeps anyone from lifting it).
+#[test]
+fn the_conversation_state_is_private_to_its_module() {
+    let text = non_test_text(&repo().join("src/engine/conversation/mod.rs"));
+    let body_of = |header: &str| -> String {
+        let start = text
+            .find(header)
+            .unwrap_or_else(|| panic!("`{header}` is gone from engine/conversation/mod.rs"));
+        let rest = &text[start..];
+        rest[..rest.find("\n}\n").unwrap_or(rest.len())].to_owned()
+    };
+    let mut wrong = Vec::new();
+    for line in body_of("pub struct ConversationState {").lines().skip(1) {
+        if line.trim_start().starts_with("pub") {
+            wrong.push(format!("ConversationState: {}", line.trim()));
+        }
+    }
+    for line in body_of("pub struct Conversation {").lines().skip(1) {
+        let field = line.trim_start();
+        if field.starts_with("pub") && (field.contains(" state:") || field.contains(" pending:")) {
+            wrong.push(format!("Conversation: {field}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the conversation's state is opened beyond engine/conversation/; add a transition or a query method there instead:\n{}",
+        wrong.join("\n")
+    );
+}
+
 /// The names a file takes from `crate::protocol`: `protocol::Name` paths and the members of
 /// `use crate::protocol::{...}` groups (`self` and nested paths skipped).
 fn protocol_names(text: &str) -> BTreeSet<String> {

@@ -52,14 +52,7 @@ impl Turn {
                 text: format!("unknown tool {}", call.name),
             });
         };
-        let mut verdict = {
-            let state = lock(&self.session.state);
-            if permissions::offered(mode, meta) {
-                permissions::evaluate(mode, &state.rules, meta, args.command())
-            } else {
-                permissions::evaluate(Mode::Plan, &state.rules, meta, args.command())
-            }
-        };
+        let mut verdict = self.session.verdict(mode, meta, args.command());
         // A credential file or a project file that runs code: asked in every mode, each time, with
         // no "always" option.
         let mut asked_each_time = false;
@@ -112,7 +105,7 @@ impl Turn {
             }
         }
         if matches!(args, ToolArgs::Shell { .. }) && !matches!(verdict, Verdict::Refuse { .. }) {
-            let network = lock(&self.session.state).allow_network;
+            let network = self.session.settings().allow_network;
             if let Some(reason) = sandbox::status().await.approval_reason(network) {
                 // Without a sandbox (or one that cannot keep the network closed) nothing limits
                 // a command, so the user sees every one.
@@ -298,8 +291,7 @@ impl Turn {
                         }
                         None => (RuleKind::DenyTool, call.name.clone()),
                     };
-                    let mut state = lock(&self.session.state);
-                    self.session.remember_rule(&mut state, rule.0, rule.1);
+                    self.session.remember_rule(rule.0, rule.1);
                 }
                 match decision {
                     Decision::Deny => Some(Prepared::Done {
@@ -310,26 +302,18 @@ impl Turn {
                         },
                     }),
                     Decision::Once | Decision::AlwaysTool | Decision::AlwaysCommand => {
-                        {
-                            let mut state = lock(&self.session.state);
-                            match (decision, &command) {
-                                (Decision::AlwaysTool, _) => self.session.remember_rule(
-                                    &mut state,
-                                    RuleKind::AllowTool,
-                                    call.name.clone(),
-                                ),
-                                (Decision::AlwaysCommand, Some(command)) => {
-                                    let prefix = suggested_prefix(command);
-                                    if !prefix.is_empty() {
-                                        self.session.remember_rule(
-                                            &mut state,
-                                            RuleKind::AllowCommandPrefix,
-                                            prefix,
-                                        );
-                                    }
+                        match (decision, &command) {
+                            (Decision::AlwaysTool, _) => self
+                                .session
+                                .remember_rule(RuleKind::AllowTool, call.name.clone()),
+                            (Decision::AlwaysCommand, Some(command)) => {
+                                let prefix = suggested_prefix(command);
+                                if !prefix.is_empty() {
+                                    self.session
+                                        .remember_rule(RuleKind::AllowCommandPrefix, prefix);
                                 }
-                                _ => {}
                             }
+                            _ => {}
                         }
                         if let Some(text) = failed_plan {
                             return Some(Prepared::Done {
@@ -382,7 +366,7 @@ impl Turn {
         // The inbox row is committed before the event that announces it.
         self.session
             .persist_pending(request_id, kind, tool_call_id, &self.turn_id, &payload);
-        lock(&self.session.pending).insert(
+        self.session.open_pending(
             request_id.to_owned(),
             PendingRequest {
                 kind,
@@ -409,7 +393,7 @@ impl Turn {
             r = receiver => r.ok(),
         };
         if result.is_none() {
-            lock(&self.session.pending).remove(request_id);
+            self.session.forget_pending(request_id);
         }
         result
     }

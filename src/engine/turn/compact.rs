@@ -20,7 +20,7 @@ impl Turn {
         let config = self.session.engine.config.clone();
         let window = model.context_window;
         let fixed = self.fixed_tokens;
-        let estimate = compaction::estimate_request(&lock(&self.session.state).history) + fixed;
+        let estimate = self.session.with_history(compaction::estimate_request) + fixed;
         let threshold = (window as f64 * config.compaction_threshold) as u64;
         if !forced && estimate <= threshold.min(window) {
             return Ok(());
@@ -40,37 +40,35 @@ impl Turn {
             }
         }
         let target = (window / 2).saturating_sub(fixed);
-        let (prefix, boundary_id, compacted_count) = {
-            let state = lock(&self.session.state);
-            let Some(boundary) = compaction::choose_boundary(&state.history, target) else {
-                drop(state);
+        let chosen = self.session.with_history(|history| {
+            let Some(boundary) = compaction::choose_boundary(history, target) else {
                 return Err(exceeded(
                     "compaction cannot move past the most recent messages",
                 ));
             };
             // What stays verbatim must fit with room for a summary, or the summarizing
             // request would be spent on a compaction that frees too little.
-            let verbatim = compaction::estimate_verbatim(&state.history, boundary);
+            let verbatim = compaction::estimate_verbatim(history, boundary);
             if verbatim + fixed + compaction::summary_allowance(window) > window {
-                drop(state);
                 return Err(exceeded(&format!(
                     "the most recent messages, which compaction must keep, come to about {verbatim} tokens by themselves"
                 )));
             }
-            let mut prefix: Vec<Message> = state.history[..boundary].to_vec();
+            let mut prefix: Vec<Message> = history[..boundary].to_vec();
             // A previous compaction whose notice lies after the new boundary still applies
             // to the prefix, so carry it over for the summarizer's view.
-            if let Some((notice, _, _)) = compaction::latest_compaction(&state.history) {
+            if let Some((notice, _, _)) = compaction::latest_compaction(history) {
                 if notice >= boundary {
-                    prefix.push(state.history[notice].clone());
+                    prefix.push(history[notice].clone());
                 }
             }
             let count = prefix
                 .iter()
                 .filter(|m| m.role != crate::engine::history::Role::Notice)
                 .count();
-            (prefix, state.history[boundary].id.clone(), count)
-        };
+            Ok((prefix, history[boundary].id.clone(), count))
+        });
+        let (prefix, boundary_id, compacted_count) = chosen?;
         self.emit(Event::Compacting { summary: None });
         let mut messages = project(
             &prefix,
@@ -141,7 +139,7 @@ impl Turn {
         self.compactions += 1;
         self.batches_since_compaction = 0;
         // Invariant 9: no request goes out above the window by tandem's own estimate.
-        let after = compaction::estimate_request(&lock(&self.session.state).history) + fixed;
+        let after = self.session.with_history(compaction::estimate_request) + fixed;
         if after > window {
             return Err(exceeded(&format!(
                 "after compacting, the next request would still carry about {after} tokens"

@@ -248,7 +248,7 @@ impl Turn {
                     SandboxPolicy {
                         writable: roots,
                         read_only,
-                        network: lock(&self.session.state).allow_network,
+                        network: self.session.settings().allow_network,
                     },
                 );
                 let request = ShellRequest {

@@ -68,7 +68,7 @@ impl Turn {
 
     /// Inject queued steering after a tool batch.
     pub(super) fn apply_steering(&self) {
-        let texts: Vec<String> = lock(&self.session.state).steering.drain(..).collect();
+        let texts = self.session.take_steering();
         self.commit_steering(texts);
     }
 
@@ -87,18 +87,17 @@ impl Turn {
         self.emit(Event::SteeringApplied { text });
     }
 
-    /// At the model's natural end: continue with queued steering, or stop accepting steering.
-    /// Both happen under the state lock so a steer cannot slip in between the check and the end.
+    /// At the model's natural end: continue with queued steering (false), or stop accepting
+    /// steering and end (true); see [`Conversation::finish_or_take_steering`].
+    ///
+    /// [`Conversation::finish_or_take_steering`]: crate::engine::conversation::Conversation::finish_or_take_steering
     pub(super) fn finish_or_steer(&self) -> bool {
-        let texts: Vec<String> = {
-            let mut state = lock(&self.session.state);
-            if state.steering.is_empty() {
-                state.accepting_steering = false;
-                return true;
+        match self.session.finish_or_take_steering() {
+            None => true,
+            Some(texts) => {
+                self.commit_steering(texts);
+                false
             }
-            state.steering.drain(..).collect()
-        };
-        self.commit_steering(texts);
-        false
+        }
     }
 }

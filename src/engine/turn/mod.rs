@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::compaction;
 use super::conversation::{
-    lock, Conversation, DenyMemory, PendingKind, PendingRequest, ProposalShown, RecordedDecision,
+    Conversation, DenyMemory, PendingKind, PendingRequest, ProposalShown, RecordedDecision,
     Resolution, Resume,
 };
 use super::outbound::{project, ProjectionContext};
@@ -176,7 +176,7 @@ struct Turn {
 /// the turn, right after queuing the `prompt` reply and before spawning the turn's task, so the
 /// user message, the reply and this event reach the store together and usually share a commit.
 pub fn announce(session: &Conversation, turn_id: &str) {
-    let model = lock(&session.state).model.clone();
+    let model = session.settings().model;
     session.emit(Some(turn_id), Event::TurnStarted { model });
 }
 
@@ -242,7 +242,7 @@ impl Turn {
         let max_iterations = self.session.engine.config.max_iterations;
         let mut iteration: u32 = 0;
         if let Some(calls) = self.resume_calls.take() {
-            let mode = lock(&self.session.state).mode;
+            let mode = self.session.settings().mode;
             if !self.run_tools(&calls, HashMap::new(), mode).await {
                 return Outcome::Interrupted;
             }
@@ -264,10 +264,8 @@ impl Turn {
             if iteration > max_iterations {
                 return Outcome::MaxIterations;
             }
-            let (model_id, mode) = {
-                let state = lock(&self.session.state);
-                (state.model.clone(), state.mode)
-            };
+            let settings = self.session.settings();
+            let (model_id, mode) = (settings.model, settings.mode);
             let config = &self.session.engine.config;
             let Some(model) = config.model(&model_id).cloned() else {
                 return Outcome::Error(ProviderError::new(
@@ -353,7 +351,7 @@ impl Turn {
                                 // The continuation prompt lives only in this turn's requests,
                                 // never in the canonical history.
                                 self.continuations += 1;
-                                let position = lock(&self.session.state).history.len();
+                                let position = self.session.history_len();
                                 self.ephemeral
                                     .push((position, CONTINUATION_PROMPT.to_owned()));
                                 continue;
@@ -393,11 +391,7 @@ impl Turn {
         // Steering that never reached a safe point is kept as a user message, so nothing the
         // user typed is lost; the next turn's model sees it. It goes before the turn's closing
         // notice, so `retry` still finds a provider error at the tail.
-        let leftover: Vec<String> = {
-            let mut state = lock(&self.session.state);
-            state.accepting_steering = false;
-            state.steering.drain(..).collect()
-        };
+        let leftover = self.session.close_steering();
         if !leftover.is_empty() {
             let text = leftover.join("\n\n");
             self.session.commit(Message::user(
@@ -456,20 +450,11 @@ impl Turn {
                 self.fail(TurnEndReason::MaxIterations, text)
             }
         };
-        // Anything still pending belongs to this turn and can no longer be answered.
-        lock(&self.session.pending).retain(|_, p| p.turn_id != self.turn_id);
-        self.session.withdraw_pending_rows(&self.turn_id);
-        // The turn becomes inactive and announces its end under one lock, so a prompt admitted
-        // right after cannot emit its `turnStarted` before this `turnEnded`.
-        let mut state = lock(&self.session.state);
-        if state.active_turn.as_deref() == Some(self.turn_id.as_str()) {
-            state.active_turn = None;
-        }
-        self.emit(Event::TurnEnded { reason, error });
-        // After the event, so its commit does not wait for these; still under the lock, so
-        // they cover exactly this turn's messages and what came before.
-        self.session.store_displays(&mut state);
-        drop(state);
+        // Anything still pending belongs to this turn and can no longer be answered; the turn
+        // becomes inactive and announces its end in one transition.
+        self.session.end_turn(&self.turn_id, || {
+            self.emit(Event::TurnEnded { reason, error })
+        });
     }
 }
 

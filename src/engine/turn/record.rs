@@ -104,7 +104,7 @@ impl Turn {
     /// less a fifth for the calls themselves and the answer, shared evenly. The estimator
     /// counts four bytes a token, so by tandem's own estimate the batch fits.
     pub(super) fn result_share_for(&self, calls: usize) -> usize {
-        let model_id = lock(&self.session.state).model.clone();
+        let model_id = self.session.settings().model;
         let Some(model) = self.session.engine.config.model(&model_id) else {
             return usize::MAX;
         };

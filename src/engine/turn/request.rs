@@ -56,41 +56,38 @@ impl Turn {
             "<turn-context>\nWorkspace roots: {}\nPermission mode: {mode_text}\n</turn-context>",
             roots.join(", ")
         );
-        let messages = {
-            let state = lock(&self.session.state);
-            let ctx = ProjectionContext {
-                provider_kind,
-                model_id,
-                vision: model.vision,
-                pdf: model.pdf,
-                turn_context: Some(&context),
-            };
+        let ctx = ProjectionContext {
+            provider_kind,
+            model_id,
+            vision: model.vision,
+            pdf: model.pdf,
+            turn_context: Some(&context),
+        };
+        let messages = self.session.with_history(|history| {
             if self.ephemeral.is_empty() {
-                project(&state.history, &ctx)
-            } else {
-                let mut merged: Vec<Message> =
-                    Vec::with_capacity(state.history.len() + self.ephemeral.len());
-                let mut pending = self.ephemeral.iter().peekable();
-                for (index, message) in state.history.iter().enumerate() {
-                    while let Some((_, text)) = pending.next_if(|(at, _)| *at == index) {
-                        merged.push(Message::user(
-                            vec![Part::Text { text: text.clone() }],
-                            Source::Reminder,
-                            Some(&self.turn_id),
-                        ));
-                    }
-                    merged.push(message.clone());
-                }
-                for (_, text) in pending {
+                return project(history, &ctx);
+            }
+            let mut merged: Vec<Message> = Vec::with_capacity(history.len() + self.ephemeral.len());
+            let mut pending = self.ephemeral.iter().peekable();
+            for (index, message) in history.iter().enumerate() {
+                while let Some((_, text)) = pending.next_if(|(at, _)| *at == index) {
                     merged.push(Message::user(
                         vec![Part::Text { text: text.clone() }],
                         Source::Reminder,
                         Some(&self.turn_id),
                     ));
                 }
-                project(&merged, &ctx)
+                merged.push(message.clone());
             }
-        };
+            for (_, text) in pending {
+                merged.push(Message::user(
+                    vec![Part::Text { text: text.clone() }],
+                    Source::Reminder,
+                    Some(&self.turn_id),
+                ));
+            }
+            project(&merged, &ctx)
+        });
         let tools: Vec<ToolSpec> = TOOLS
             .iter()
             .filter(|t| permissions::offered(mode, t))

@@ -265,7 +265,7 @@ impl Turn {
         let wanted = calls[i].provider_id.as_str();
         let usable = well_formed_call_id(wanted)
             && !calls.iter().any(|c| c.id == wanted)
-            && !lock(&self.session.state).tool_call_id_taken(wanted);
+            && !self.session.tool_call_id_taken(wanted);
         let id = if usable {
             wanted.to_owned()
         } else {

@@ -9,9 +9,9 @@
 
 use std::collections::VecDeque;
 
-use super::conversation::{lock, retry_allowed, Conversation, SessionError};
-use super::history::{new_id, Message, NoticeKind, Part, Role, Source};
-use super::pending::{PendingKind, PendingRequest, ProposalShown};
+use super::{lock, retry_allowed, Conversation, SessionError};
+use crate::engine::history::{new_id, Message, NoticeKind, Part, Role, Source};
+use crate::engine::pending::{PendingKind, PendingRequest, ProposalShown};
 use crate::protocol::{Event, Mode};
 
 impl Conversation {
@@ -19,7 +19,7 @@ impl Conversation {
     /// runs; otherwise commits the user message (the session's title is the first prompt's
     /// start) and returns the new turn's id. The caller starts the turn.
     pub fn admit_prompt(&self, parts: Vec<Part>) -> Result<String, SessionError> {
-        if let Some(problem) = super::history::prompt_problem(&parts) {
+        if let Some(problem) = crate::engine::history::prompt_problem(&parts) {
             return Err(SessionError::InvalidPrompt(problem));
         }
         let turn_id = new_id("t");
@@ -190,7 +190,7 @@ impl Conversation {
             None,
             Event::Notice {
                 kind: NoticeKind::Network,
-                text: super::conversation::network_notice(allow).to_owned(),
+                text: super::network_notice(allow).to_owned(),
             },
         );
     }
@@ -276,4 +276,98 @@ fn steering_queue_full(
         )));
     }
     None
+}
+
+impl Conversation {
+    // The turn loop's own transitions and reads. The turn holds no lock of its own: each of
+    // these takes the state lock once, so what the actor and the faces do in between sees
+    // either the state before or the state after, never half of it.
+
+    /// Run `view` on the parsed history under the state lock, read-only. `view` must be short
+    /// and must not block (the turn estimates tokens and projects requests with it).
+    pub fn with_history<R>(&self, view: impl FnOnce(&[Message]) -> R) -> R {
+        view(&lock(&self.state).history)
+    }
+
+    /// How many parsed messages the history holds.
+    pub fn history_len(&self) -> usize {
+        lock(&self.state).history.len()
+    }
+
+    /// What the session's rules say of a call in `mode`. A tool the mode does not offer (the
+    /// model named it anyway) is judged as `plan` judges it.
+    pub fn verdict(
+        &self,
+        mode: Mode,
+        meta: &crate::tools::ToolMeta,
+        command: Option<&str>,
+    ) -> crate::permissions::Verdict {
+        let mode = if crate::permissions::offered(mode, meta) {
+            mode
+        } else {
+            Mode::Plan
+        };
+        let state = lock(&self.state);
+        crate::permissions::evaluate(mode, &state.rules, meta, command)
+    }
+
+    /// Whether a tool call of this session already has `id` (see
+    /// [`ConversationState::tool_call_id_taken`]).
+    pub fn tool_call_id_taken(&self, id: &str) -> bool {
+        lock(&self.state).tool_call_id_taken(id)
+    }
+
+    /// Take the steering queued since the last safe point (a tool batch ended).
+    pub fn take_steering(&self) -> Vec<String> {
+        lock(&self.state).steering.drain(..).collect()
+    }
+
+    /// At the model's natural end: the queued steering to continue with, or, when none is
+    /// queued, `None` with steering closed. Both under one lock, so a steer cannot slip in
+    /// between the check and the close (it gets `noTurnRunning` instead of being lost).
+    pub fn finish_or_take_steering(&self) -> Option<Vec<String>> {
+        let mut state = lock(&self.state);
+        if state.steering.is_empty() {
+            state.accepting_steering = false;
+            return None;
+        }
+        Some(state.steering.drain(..).collect())
+    }
+
+    /// Close steering as the turn ends for any reason, and take what never reached a safe
+    /// point (the turn keeps it as a user message for the next turn).
+    pub fn close_steering(&self) -> Vec<String> {
+        let mut state = lock(&self.state);
+        state.accepting_steering = false;
+        state.steering.drain(..).collect()
+    }
+
+    /// Register an open approval or question of a turn; its inbox row was persisted first.
+    pub fn open_pending(&self, request_id: String, request: PendingRequest) {
+        lock(&self.pending).insert(request_id, request);
+    }
+
+    /// Forget an open request nobody will answer now (its turn was stopped), so a late answer
+    /// gets `staleApproval`.
+    pub fn forget_pending(&self, request_id: &str) {
+        lock(&self.pending).remove(request_id);
+    }
+
+    /// End turn `turn_id`: its open requests can no longer be answered (withdrawn in memory
+    /// and in the store), the turn becomes inactive, `announce` emits its `turnEnded`, and the
+    /// display entries of its messages are stored. The turn becomes inactive and announces its
+    /// end under one lock, so a prompt admitted right after cannot emit its `turnStarted`
+    /// before this `turnEnded`.
+    pub fn end_turn(&self, turn_id: &str, announce: impl FnOnce()) {
+        lock(&self.pending).retain(|_, p| p.turn_id != turn_id);
+        self.withdraw_pending_rows(turn_id);
+        let mut state = lock(&self.state);
+        if state.active_turn.as_deref() == Some(turn_id) {
+            state.active_turn = None;
+        }
+        announce();
+        // After the event, so its commit does not wait for these; still under the lock, so
+        // they cover exactly this turn's messages and what came before.
+        self.store_displays(&mut state);
+    }
 }

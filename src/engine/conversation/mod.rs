@@ -12,6 +12,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+mod transitions;
+
 use super::display;
 use super::emitter::Emitter;
 use super::history::{now_ms, Message, NoticeKind, Role};
@@ -110,45 +112,81 @@ impl SessionError {
     }
 }
 
-/// The mutable state of a session.
+/// The mutable state of a session. Its fields are private to this module and its
+/// [`transitions`], so the rest of the engine, the session actor and the faces change it only
+/// through the methods that keep fields which belong together (an active turn and whether it
+/// accepts steering, the history and its id index) consistent.
 pub struct ConversationState {
     /// The canonical history; while `unparsed` is `Some`, only the messages after the unparsed
     /// ones (see [`Conversation::complete_history`]).
-    pub history: Vec<Message>,
+    history: Vec<Message>,
     /// A restored session's first messages, still as stored JSON: a resume answers without
     /// parsing them, and the actor parses them before the first op that needs the history.
-    pub unparsed: Option<UnparsedHistory>,
+    unparsed: Option<UnparsedHistory>,
     /// How many messages from the start of the history have their display entry stored
     /// (see [`display`]); a message appended right after them whose entry is final already
     /// is stored with it, the rest get theirs when the turn that wrote them ends.
+    displays_stored: usize,
+    model: String,
+    mode: Mode,
+    rules: PermissionRules,
+    /// Steering messages waiting for the next safe point.
+    steering: VecDeque<String>,
+    /// The running turn, cleared by the turn itself as it announces `turnEnded`.
+    active_turn: Option<String>,
+    /// Whether `steer` is accepted: true from admission until the turn decides to end.
+    accepting_steering: bool,
+    /// Whether sandboxed commands may use the network: the user's choice, never the model's.
+    allow_network: bool,
+    /// Token usage per model, in the order the models were first used (mirrors the store).
+    usage: Vec<crate::store::UsageTotals>,
+    /// Every tool call id in `history`, built the first time a turn asks
+    /// ([`ConversationState::tool_call_id_taken`]) and kept up to date by `append_locked`; `None`
+    /// until then, and again whenever `history` is replaced wholesale.
+    tool_call_ids: Option<std::collections::HashSet<String>>,
+}
+
+/// What a conversation starts from: a new session's settings, or what `restore` read back.
+pub struct ConversationStart {
+    /// The parsed history (for a restored session, the messages after the unparsed ones).
+    pub history: Vec<Message>,
+    pub unparsed: Option<UnparsedHistory>,
+    /// How many messages from the start of the history have their display entry stored.
     pub displays_stored: usize,
     pub model: String,
     pub mode: Mode,
     pub rules: PermissionRules,
-    /// Steering messages waiting for the next safe point.
-    pub steering: VecDeque<String>,
-    /// The running turn, cleared by the turn itself as it announces `turnEnded`.
-    pub active_turn: Option<String>,
-    /// Whether `steer` is accepted: true from admission until the turn decides to end.
-    pub accepting_steering: bool,
-    /// Whether sandboxed commands may use the network: the user's choice, never the model's.
     pub allow_network: bool,
-    /// Token usage per model, in the order the models were first used (mirrors the store).
     pub usage: Vec<crate::store::UsageTotals>,
-    /// Every tool call id in `history`, built the first time a turn asks
-    /// ([`ConversationState::tool_call_id_taken`]) and kept up to date by `append_locked`; `None`
-    /// until then, and again whenever `history` is replaced wholesale.
-    pub tool_call_ids: Option<std::collections::HashSet<String>>,
+    /// The turn a restored session resumes: it is active and accepts steering from the start.
+    pub resumed_turn: Option<String>,
 }
 
 impl ConversationState {
+    fn new(start: ConversationStart) -> ConversationState {
+        ConversationState {
+            history: start.history,
+            unparsed: start.unparsed,
+            displays_stored: start.displays_stored,
+            model: start.model,
+            mode: start.mode,
+            rules: start.rules,
+            steering: VecDeque::new(),
+            accepting_steering: start.resumed_turn.is_some(),
+            active_turn: start.resumed_turn,
+            allow_network: start.allow_network,
+            usage: start.usage,
+            tool_call_ids: None,
+        }
+    }
+
     /// Whether a tool call of this session already has `id`. A provider may reuse ids (some
     /// local servers number calls from `call_0` in every answer, a hostile one repeats them on
     /// purpose), and the session keys approvals, side-effect marks, results and resume on
     /// the id, so a new call only keeps its provider's id when no earlier call has it. While
     /// part of a restored history is still unparsed nothing can be ruled out, so every id
     /// counts as taken (a fresh one is always safe).
-    pub fn tool_call_id_taken(&mut self, id: &str) -> bool {
+    fn tool_call_id_taken(&mut self, id: &str) -> bool {
         if self.unparsed.is_some() {
             return true;
         }
@@ -214,12 +252,12 @@ pub struct Conversation {
     pub workspace: Workspace,
     pub engine: Arc<EngineContext>,
     pub emitter: Emitter,
-    /// Visible to the engine only: the session layer changes it through the transitions of
-    /// `engine/transitions.rs` and faces read it through the query methods below, so fields
+    /// Private to this module and [`transitions`]: everyone else, the turn loop included,
+    /// changes it through the transitions and reads it through the query methods, so fields
     /// that must change together (an active turn and its steering) change together.
-    pub(in crate::engine) state: Mutex<ConversationState>,
-    /// The open approvals and questions, by request id; engine-only like `state`.
-    pub(in crate::engine) pending: Mutex<HashMap<String, PendingRequest>>,
+    state: Mutex<ConversationState>,
+    /// The open approvals and questions, by request id; private like `state`.
+    pending: Mutex<HashMap<String, PendingRequest>>,
     /// The durable store, when the face has one (`tandem serve` does; `tandem run` does not).
     pub store: Option<Store>,
     /// Reads and edits through the client's editor, when the face's client offers it (ACP's
@@ -258,7 +296,7 @@ impl Conversation {
         sink: Arc<dyn super::emitter::EventSink>,
         store: Option<Store>,
         client_fs: Option<Arc<dyn ClientFs>>,
-        state: ConversationState,
+        start: ConversationStart,
         last_seq: u64,
     ) -> Arc<Self> {
         Arc::new(Conversation {
@@ -266,7 +304,7 @@ impl Conversation {
             id,
             workspace,
             engine,
-            state: Mutex::new(state),
+            state: Mutex::new(ConversationState::new(start)),
             pending: Mutex::new(HashMap::new()),
             store,
             client_fs,
@@ -336,11 +374,31 @@ impl Conversation {
         })
     }
 
-    /// Run `view` on the state, read-only, under the state lock: for a view that must not copy
-    /// a long history (the `session/load` reply borrows every display entry). `view` must be
-    /// short and must not block; callers run it on the blocking pool when it serializes much.
-    pub fn read<R>(&self, view: impl FnOnce(&ConversationState) -> R) -> R {
-        view(&lock(&self.state))
+    /// Run `view` on the session's [`display::LoadView`] under the state lock, so the history
+    /// cannot change underneath: the one view both faces show as they open a session (native
+    /// `session/load`, ACP's replay). A restored session's unparsed messages show their stored
+    /// entries as they are, so opening a long session parses nothing. `view` must not block;
+    /// callers run it on the blocking pool when it serializes or converts much.
+    pub fn load_view<R>(&self, view: impl FnOnce(display::LoadView<'_>) -> R) -> R {
+        let state = lock(&self.state);
+        let stored = state
+            .unparsed
+            .as_ref()
+            .map_or(&[][..], UnparsedHistory::displays)
+            .iter()
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| display::LoadEntry::Stored(entry));
+        let computed = display::display_history(&state.history)
+            .into_iter()
+            .map(display::LoadEntry::Computed);
+        view(display::LoadView {
+            model: &state.model,
+            mode: state.mode,
+            running: state.active_turn.is_some(),
+            allow_network: state.allow_network,
+            usage: &state.usage,
+            entries: stored.chain(computed).collect(),
+        })
     }
 
     /// Append a message to the canonical history. Every commit goes through here, before the
@@ -356,7 +414,7 @@ impl Conversation {
     }
 
     /// [`Conversation::commit`] for a caller that holds the state lock already.
-    pub fn append_locked(&self, state: &mut ConversationState, message: Message) {
+    fn append_locked(&self, state: &mut ConversationState, message: Message) {
         let display = self
             .store
             .as_ref()
@@ -387,7 +445,7 @@ impl Conversation {
     /// Called as a turn ends, under the state lock, after the turn's messages were enqueued,
     /// so the rows exist when the writer updates them (which it does after the commit of what
     /// was queued with them: nothing waits for these rows).
-    pub fn store_displays(&self, state: &mut ConversationState) {
+    fn store_displays(&self, state: &mut ConversationState) {
         let Some(store) = &self.store else {
             return;
         };
@@ -569,10 +627,10 @@ impl Conversation {
         }
     }
 
-    /// Add a rule to the session's rules and persist it, unless the session has it already.
-    /// Takes the state the caller holds locked, so the check and the add are one step.
-    pub fn remember_rule(&self, state: &mut ConversationState, kind: RuleKind, value: String) {
-        if !state.rules.add(kind, value.clone()) {
+    /// Add a rule to the session's rules and persist it, unless the session has it already
+    /// (the check and the add are one step under the lock).
+    pub fn remember_rule(&self, kind: RuleKind, value: String) {
+        if !lock(&self.state).rules.add(kind, value.clone()) {
             return;
         }
         if let Some(store) = &self.store {
