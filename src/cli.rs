@@ -77,13 +77,15 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
         );
     }
     // A terminal run keeps no store, but its config file is still the user's, not the agent's.
-    crate::workspace::protected::protect_own_files(config.source_path.as_deref(), None);
+    let own_files = crate::workspace::protected::OwnFiles::new(config.source_path.as_deref(), None);
     let cwd = options.cwd.clone();
-    let workspace = tokio::task::spawn_blocking(move || Workspace::open(vec![cwd]))
-        .await?
-        .with_context(|| format!("cannot open the workspace {}", options.cwd.display()))?;
+    let protecting = own_files.clone();
+    let workspace =
+        tokio::task::spawn_blocking(move || Workspace::open_protecting(vec![cwd], protecting))
+            .await?
+            .with_context(|| format!("cannot open the workspace {}", options.cwd.display()))?;
     let interactive = std::io::stdin().is_terminal();
-    let engine = EngineContext::new(config);
+    let engine = EngineContext::new(config, own_files);
     engine.set_client_can_answer(interactive || options.auto_approve);
     let (tx, mut events) = mpsc::unbounded_channel();
     let handle = session::spawn(

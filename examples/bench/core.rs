@@ -939,6 +939,7 @@ impl InProcess {
         let store = db_path.map(|path| tokio::task::spawn_blocking(move || Store::open(&path)));
         let task = tokio::spawn(tandem::server::run(
             config,
+            Default::default(),
             server_input,
             out,
             framing,

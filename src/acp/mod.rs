@@ -109,8 +109,9 @@ pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<
     let path = crate::store::default_database_path(data_dir.as_deref());
     // The agent may not edit tandem's own config or its permission store, by any path, also
     // when the edit would go through the editor (`fs/write_text_file`).
-    crate::workspace::protected::protect_own_files(config.source_path.as_deref(), Some(&path));
-    let engine = EngineContext::new(config);
+    let own_files =
+        crate::workspace::protected::OwnFiles::new(config.source_path.as_deref(), Some(&path));
+    let engine = EngineContext::new(config, own_files);
     let acp = Arc::new(Acp {
         engine: engine.clone(),
         abilities: Mutex::new(ClientAbilities::default()),

@@ -23,10 +23,12 @@ impl Acp {
         for root in &roots {
             check_dir(root)?;
         }
-        let workspace = tokio::task::spawn_blocking(move || Workspace::open(roots))
-            .await
-            .map_err(AcpError::into_internal_error)?
-            .map_err(|e| error(ErrorKind::InvalidCwd, e.to_string(), Value::Null))?;
+        let own_files = self.engine.own_files.clone();
+        let workspace =
+            tokio::task::spawn_blocking(move || Workspace::open_protecting(roots, own_files))
+                .await
+                .map_err(AcpError::into_internal_error)?
+                .map_err(|e| error(ErrorKind::InvalidCwd, e.to_string(), Value::Null))?;
         let store = self.store().await?;
         let model = self.engine.config.default_model.clone();
         let mode = crate::protocol::Mode::Ask;

@@ -20,22 +20,27 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::providers::ProviderRegistry;
+use crate::workspace::protected::OwnFiles;
 
 /// What every session of one server shares: configuration, providers, and client abilities.
 pub struct EngineContext {
     pub config: Arc<Config>,
     pub providers: ProviderRegistry,
+    /// tandem's own files, which every workspace of this engine protects (see
+    /// [`crate::workspace::protected::OwnFiles`]).
+    pub own_files: OwnFiles,
     /// Whether a client is connected that can answer approvals and questions. When false, every
     /// approval resolves to deny (default deny) and questions get an error result.
     client_can_answer: AtomicBool,
 }
 
 impl EngineContext {
-    pub fn new(config: Config) -> Arc<Self> {
+    pub fn new(config: Config, own_files: OwnFiles) -> Arc<Self> {
         let providers = ProviderRegistry::from_config(&config);
         Arc::new(EngineContext {
             config: Arc::new(config),
             providers,
+            own_files,
             client_can_answer: AtomicBool::new(true),
         })
     }

@@ -30,6 +30,7 @@ use crate::engine::EngineContext;
 use crate::protocol::{self as wire, method, ErrorKind, Event, Framing, RpcErrorObject};
 use crate::session::{self, EventSink, NewSession, Op, SessionError, SessionHandle};
 use crate::store::Store;
+use crate::workspace::protected::OwnFiles;
 use crate::workspace::Workspace;
 use framing::{Frame, FrameReader};
 use rpc::Incoming;
@@ -188,7 +189,7 @@ fn session_error(error: SessionError) -> RpcErrorObject {
 pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
     let path = crate::store::default_database_path(data_dir.as_deref());
     // The agent may not edit tandem's own config or its permission store, by any path.
-    crate::workspace::protected::protect_own_files(config.source_path.as_deref(), Some(&path));
+    let own_files = OwnFiles::new(config.source_path.as_deref(), Some(&path));
     let opening = tokio::task::spawn_blocking(move || Store::open(&path));
     let (tx, rx) = mpsc::unbounded_channel();
     let framing = Arc::new(AtomicU8::new(0));
@@ -199,7 +200,15 @@ pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<
         tx,
         stdout: Some(stdout),
     };
-    let result = run(config, tokio::io::stdin(), out, framing, Some(opening)).await;
+    let result = run(
+        config,
+        own_files,
+        tokio::io::stdin(),
+        out,
+        framing,
+        Some(opening),
+    )
+    .await;
     // All senders are dropped by now, so the writer drains what is queued and exits.
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;
     result
@@ -208,12 +217,13 @@ pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<
 /// The read loop, generic over the input so tests and benchmarks can drive it in-process.
 pub async fn run(
     config: Config,
+    own_files: OwnFiles,
     input: impl AsyncRead + Unpin,
     out: Outbound,
     framing_shared: Arc<AtomicU8>,
     store: Option<tokio::task::JoinHandle<Result<Store, crate::store::StoreError>>>,
 ) -> anyhow::Result<()> {
-    let engine = EngineContext::new(config);
+    let engine = EngineContext::new(config, own_files);
     let mut server = Server {
         engine: engine.clone(),
         out,
@@ -445,9 +455,11 @@ impl Server {
                     }));
                 }
                 let cwd = p.cwd.clone();
-                let workspace = tokio::task::spawn_blocking(move || open_workspace(&cwd))
-                    .await
-                    .map_err(|e| RpcErrorObject::new(ErrorKind::Internal, e.to_string()))??;
+                let own_files = self.engine.own_files.clone();
+                let workspace =
+                    tokio::task::spawn_blocking(move || open_workspace(&cwd, own_files))
+                        .await
+                        .map_err(|e| RpcErrorObject::new(ErrorKind::Internal, e.to_string()))??;
                 let mode = p.mode.unwrap_or(wire::Mode::Ask);
                 let store = self.store().await?;
                 let handle = session::spawn(
@@ -657,7 +669,7 @@ impl Server {
     }
 }
 
-fn open_workspace(cwd: &str) -> Result<Workspace, RpcErrorObject> {
+fn open_workspace(cwd: &str, own_files: OwnFiles) -> Result<Workspace, RpcErrorObject> {
     let path = Path::new(cwd);
     let bad = |why: &str| {
         RpcErrorObject::new(
@@ -671,7 +683,7 @@ fn open_workspace(cwd: &str) -> Result<Workspace, RpcErrorObject> {
     if !path.is_dir() {
         return Err(bad("is not an existing directory"));
     }
-    Workspace::open(vec![path.to_path_buf()]).map_err(|e| bad(&e.to_string()))
+    Workspace::open_protecting(vec![path.to_path_buf()], own_files).map_err(|e| bad(&e.to_string()))
 }
 
 /// The model catalog as `initialize` and `models/list` report it.

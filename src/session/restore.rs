@@ -100,18 +100,21 @@ pub async fn restore_with_client_fs(
     let displays_stored = settled + tail_displays.len();
     store.set_displays(&record.id, tail_displays);
     let cwd = record.cwd.clone();
-    let workspace = tokio::task::spawn_blocking(move || Workspace::open(vec![cwd.clone().into()]))
-        .await
-        .map_err(|e| RestoreError::Workspace {
-            id: record.id.clone(),
-            cwd: record.cwd.clone(),
-            why: e.to_string(),
-        })?
-        .map_err(|e| RestoreError::Workspace {
-            id: record.id.clone(),
-            cwd: record.cwd.clone(),
-            why: e.to_string(),
-        })?;
+    let own_files = engine.own_files.clone();
+    let workspace = tokio::task::spawn_blocking(move || {
+        Workspace::open_protecting(vec![cwd.clone().into()], own_files)
+    })
+    .await
+    .map_err(|e| RestoreError::Workspace {
+        id: record.id.clone(),
+        cwd: record.cwd.clone(),
+        why: e.to_string(),
+    })?
+    .map_err(|e| RestoreError::Workspace {
+        id: record.id.clone(),
+        cwd: record.cwd.clone(),
+        why: e.to_string(),
+    })?;
     let mut rules = PermissionRules::default();
     for rule in &loaded.rules {
         match rule.kind.parse() {

@@ -264,8 +264,11 @@ pub async fn status() -> SandboxStatus {
 /// planted. Only existing paths are listed: bubblewrap cannot mount over a missing one, and
 /// `--ro-bind-try` tolerates a missing source but not one under a file (`.git/hooks` in a
 /// worktree), which would make every command fail.
-pub fn read_only_paths(roots: &[PathBuf]) -> Vec<PathBuf> {
-    let mut paths = crate::workspace::protected::extra_protected();
+pub fn read_only_paths(
+    roots: &[PathBuf],
+    own_files: &crate::workspace::protected::OwnFiles,
+) -> Vec<PathBuf> {
+    let mut paths = own_files.paths().to_vec();
     for root in roots {
         // Files that run code when the user opens the folder or runs a task, where they exist
         // (bubblewrap cannot mount over a missing one: a command can still create a new one).
@@ -720,11 +723,14 @@ mod tests {
         std::fs::write(repo.path().join(".git/config"), "").unwrap();
         let worktree = tempfile::tempdir().unwrap();
         std::fs::write(worktree.path().join(".git"), "gitdir: /x\n").unwrap();
-        let paths = read_only_paths(&[
-            plain.path().to_path_buf(),
-            repo.path().to_path_buf(),
-            worktree.path().to_path_buf(),
-        ]);
+        let paths = read_only_paths(
+            &[
+                plain.path().to_path_buf(),
+                repo.path().to_path_buf(),
+                worktree.path().to_path_buf(),
+            ],
+            &Default::default(),
+        );
         assert!(paths.contains(&repo.path().join(".git/hooks")));
         assert!(paths.contains(&repo.path().join(".git/config")));
         assert!(paths.contains(&worktree.path().join(".git")));

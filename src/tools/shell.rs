@@ -428,7 +428,10 @@ mod tests {
         r.sandbox = Some(super::super::sandbox::Confinement {
             policy: super::super::sandbox::SandboxPolicy {
                 writable: vec![root.to_path_buf()],
-                read_only: super::super::sandbox::read_only_paths(&[root.to_path_buf()]),
+                read_only: super::super::sandbox::read_only_paths(
+                    &[root.to_path_buf()],
+                    &Default::default(),
+                ),
                 network: false,
             },
             bwrap: Some(bwrap),

@@ -5,33 +5,40 @@
 //! `link/pre-commit` where `link` points at `.git/hooks`, is caught like the direct spelling.
 
 use std::path::{Component, Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::Arc;
 
 /// Absolute paths outside the built-in patterns that are protected too: tandem's own config
-/// file and its data directory (which holds the permission rules). Set once at startup.
-static EXTRA_PROTECTED: OnceLock<Vec<PathBuf>> = OnceLock::new();
+/// file and its data directory (which holds the permission rules). A value, not a process
+/// global: each face builds it from its config and data dir and opens every workspace with it
+/// ([`crate::workspace::Workspace::open_protecting`]), so two engines in one process (tests,
+/// a second face) protect each their own files.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnFiles(Arc<[PathBuf]>);
 
-pub fn set_extra_protected(paths: Vec<PathBuf>) {
-    let canonical: Vec<PathBuf> = paths
-        .into_iter()
-        .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
-        .collect();
-    let _ = EXTRA_PROTECTED.set(canonical);
-}
-
-/// Protect tandem's own files for this process: its config file and the directory of its
-/// session database (which holds the permission rules). Every face calls this at start-up.
-pub fn protect_own_files(config: Option<&Path>, database: Option<&Path>) {
-    let mut protected: Vec<PathBuf> = config.map(Path::to_path_buf).into_iter().collect();
-    if let Some(dir) = database.and_then(Path::parent) {
-        protected.push(dir.to_path_buf());
+impl OwnFiles {
+    /// tandem's config file and the directory of its session database, canonical (so a
+    /// linked or relative spelling of a write still matches).
+    pub fn new(config: Option<&Path>, database: Option<&Path>) -> OwnFiles {
+        let mut paths: Vec<PathBuf> = config.map(Path::to_path_buf).into_iter().collect();
+        if let Some(dir) = database.and_then(Path::parent) {
+            paths.push(dir.to_path_buf());
+        }
+        OwnFiles(
+            paths
+                .into_iter()
+                .map(|p| std::fs::canonicalize(&p).unwrap_or(p))
+                .collect(),
+        )
     }
-    set_extra_protected(protected);
-}
 
-/// The extra protected paths, for the shell sandbox to mount read-only.
-pub fn extra_protected() -> Vec<PathBuf> {
-    EXTRA_PROTECTED.get().cloned().unwrap_or_default()
+    /// The paths, for the shell sandbox to mount read-only.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.0
+    }
+
+    fn covers(&self, absolute: &Path) -> bool {
+        self.0.iter().any(|p| absolute.starts_with(p))
+    }
 }
 
 fn names(relative: &Path) -> Vec<String> {
@@ -45,8 +52,8 @@ fn names(relative: &Path) -> Vec<String> {
 }
 
 /// Why the agent may not write `relative` (inside a root whose absolute path is `absolute`'s
-/// prefix), or `None` if it may.
-pub fn protected_reason(relative: &Path, absolute: &Path) -> Option<String> {
+/// prefix), or `None` if it may; `own` are tandem's own files (see [`OwnFiles`]).
+pub fn protected_reason(relative: &Path, absolute: &Path, own: &OwnFiles) -> Option<String> {
     let parts = names(relative);
     let file = parts.last().map(String::as_str).unwrap_or_default();
     if parts.iter().any(|p| p == ".git") {
@@ -63,10 +70,8 @@ pub fn protected_reason(relative: &Path, absolute: &Path) -> Option<String> {
     {
         return Some(format!("{file} matches {}: {what}", rule.spelled()));
     }
-    if let Some(extra) = EXTRA_PROTECTED.get() {
-        if extra.iter().any(|p| absolute.starts_with(p)) {
-            return Some("it is tandem's own configuration or permission store".to_owned());
-        }
+    if own.covers(absolute) {
+        return Some("it is tandem's own configuration or permission store".to_owned());
     }
     None
 }
@@ -386,7 +391,7 @@ mod tests {
     use super::*;
 
     fn protected(p: &str) -> bool {
-        protected_reason(Path::new(p), &Path::new("/w").join(p)).is_some()
+        protected_reason(Path::new(p), &Path::new("/w").join(p), &OwnFiles::default()).is_some()
     }
 
     #[test]

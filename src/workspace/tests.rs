@@ -390,3 +390,28 @@ fn canonical_relative_resolves_inside_links() {
     let root = f.ws.resolve(".").unwrap();
     assert_eq!(f.ws.canonical_relative(&root).unwrap(), PathBuf::new());
 }
+
+#[test]
+fn own_files_are_protected_only_in_the_workspaces_opened_with_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join("data")).unwrap();
+    std::fs::write(root.join("tandem.toml"), "").unwrap();
+    let own = protected::OwnFiles::new(
+        Some(&root.join("tandem.toml")),
+        Some(&root.join("data/tandem.sqlite3")),
+    );
+    let guarded = Workspace::open_protecting(vec![root.clone()], own).unwrap();
+    let plain = Workspace::open(vec![root.clone()]).unwrap();
+    for relative in ["tandem.toml", "data/tandem.sqlite3", "data/new-file"] {
+        let why = guarded.protected_reason(0, Path::new(relative));
+        assert!(
+            why.as_deref().is_some_and(|w| w.contains("tandem's own")),
+            "{relative}: {why:?}"
+        );
+        // A value, not a process global: another workspace protects nothing of it.
+        assert_eq!(plain.protected_reason(0, Path::new(relative)), None);
+    }
+    assert_eq!(guarded.protected_reason(0, Path::new("src/main.rs")), None);
+    assert!(guarded.protected_reason(7, Path::new("x")).is_some());
+}

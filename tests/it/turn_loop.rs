@@ -44,7 +44,7 @@ impl Harness {
         let workspace = tempfile::tempdir().unwrap();
         let config = Config::parse(&config_for(&mock), &workspace.path().join("config.toml"))
             .expect("the mock's config parses");
-        let engine = EngineContext::new(config);
+        let engine = EngineContext::new(config, Default::default());
         let (tx, events) = mpsc::unbounded_channel();
         let handle = session::spawn(
             engine,

@@ -238,10 +238,14 @@ impl Turn {
                 let roots = self.session.workspace.roots().to_vec();
                 let read_only = {
                     let roots = roots.clone();
+                    let own_files = self.session.workspace.own_files().clone();
+                    let fallback = own_files.paths().to_vec();
                     // It looks at the roots' `.git` entries, so it runs off the async workers.
-                    tokio::task::spawn_blocking(move || sandbox::read_only_paths(&roots))
-                        .await
-                        .unwrap_or_else(|_| crate::workspace::protected::extra_protected())
+                    tokio::task::spawn_blocking(move || {
+                        sandbox::read_only_paths(&roots, &own_files)
+                    })
+                    .await
+                    .unwrap_or(fallback)
                 };
                 let sandbox = Confinement::new(
                     &sandbox::status().await,

@@ -63,8 +63,7 @@ pub fn plan_write_from(
 /// Refuse edits of protected paths (checked on the resolved path, also for new files).
 pub fn refuse_protected(ws: &Workspace, p: &crate::workspace::WorkspacePath) -> Result<(), String> {
     let resolved = ws.resolved_relative(p).map_err(|e| e.to_string())?;
-    let absolute = ws.roots()[p.root_index].join(&resolved);
-    match protected_reason(&resolved, &absolute) {
+    match ws.protected_reason(p.root_index, &resolved) {
         Some(why) => Err(format!(
             "`{}` is protected: {why}; tandem does not let the agent change it. Ask the user to make this change themselves",
             p.display
@@ -114,8 +113,7 @@ pub fn secret_access_reason(ws: &Workspace, path: &str, access: SecretAccess) ->
     if access != SecretAccess::Read {
         // A protected file (`.git/config`) is refused outright when the change is planned;
         // asking first would only offer an approval that cannot be granted.
-        let absolute = ws.roots()[p.root_index].join(&resolved);
-        if protected_reason(&resolved, &absolute).is_some() {
+        if ws.protected_reason(p.root_index, &resolved).is_some() {
             return None;
         }
     }
@@ -238,8 +236,8 @@ pub fn apply_edit(
     };
     // Checked again where the write really lands: the plan's check saw names, and a command
     // may have swapped a folder for a link to `.git` since.
-    let root = ws.roots()[plan.path.root_index].clone();
-    let landing_check = |landing: &Path| match protected_reason(landing, &root.join(landing)) {
+    let root_index = plan.path.root_index;
+    let landing_check = |landing: &Path| match ws.protected_reason(root_index, landing) {
         Some(why) => Err(why),
         None => Ok(()),
     };

@@ -17,7 +17,7 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch}
 use ignore::{WalkBuilder, WalkState};
 
 use crate::workspace::diff::{file_diff, unified_diff, FileDiff};
-use crate::workspace::protected::{protected_reason, secret_reason};
+use crate::workspace::protected::secret_reason;
 use crate::workspace::{EntryKind, Workspace, WorkspaceError, WorkspacePath};
 
 /// The result of one tool call, as the model will see it.

@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub mod mcp;
+
 use serde::Deserialize;
 
 /// The model id of the built-in offline provider.
@@ -293,6 +295,13 @@ pub struct Config {
     /// The most bytes of steering text queued in one turn, for the same reason.
     #[serde(default = "default_max_queued_steering_bytes")]
     pub max_queued_steering_bytes: usize,
+    /// `[mcp_servers.NAME]` tables as written; [`Config::parse`] checks them into
+    /// [`Config::mcp_servers`].
+    #[serde(default, rename = "mcp_servers")]
+    raw_mcp_servers: BTreeMap<String, mcp::RawMcpServer>,
+    /// The MCP servers every session starts (see `mcp::McpHub`), in name order.
+    #[serde(skip)]
+    pub mcp_servers: Vec<mcp::McpServerConfig>,
     /// The file this config was read from; tandem protects it from the agent.
     #[serde(skip)]
     pub source_path: Option<PathBuf>,
@@ -419,6 +428,8 @@ impl Config {
             outbound_buffer_bytes: default_outbound_buffer_bytes(),
             max_queued_steering: default_max_queued_steering(),
             max_queued_steering_bytes: default_max_queued_steering_bytes(),
+            raw_mcp_servers: BTreeMap::new(),
+            mcp_servers: Vec::new(),
             source_path: None,
         }
     }
@@ -437,11 +448,19 @@ impl Config {
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_owned(),
             message: e.to_string(),
         })?;
         config.validate(path)?;
+        config.mcp_servers = std::mem::take(&mut config.raw_mcp_servers)
+            .into_iter()
+            .map(|(name, raw)| raw.into_config(&name))
+            .collect::<Result<_, _>>()
+            .map_err(|e| ConfigError::Invalid {
+                path: path.to_owned(),
+                message: e.to_string(),
+            })?;
         Ok(config)
     }
 
