@@ -261,6 +261,8 @@ fn request_headers(
 /// Sends the request; a transport failure (refused, DNS, TLS) becomes [`McpHttpError::Unreachable`].
 async fn send(request: reqwest::RequestBuilder, url: &str) -> HttpResult<reqwest::Response> {
     request.send().await.map_err(|source| {
+        // reqwest's message quotes the whole URL, query included.
+        let source = source.without_url();
         fail(McpHttpError::Unreachable {
             url: url.to_owned(),
             detail: chain(&source),
@@ -305,11 +307,12 @@ async fn read_bounded(
             }
             Ok(None) => return Ok(body),
             Err(source) => {
+                let source = source.without_url();
                 return Err(fail(McpHttpError::Body {
                     url: url.to_owned(),
                     detail: chain(&source),
                     source,
-                }))
+                }));
             }
         }
     }
@@ -514,15 +517,24 @@ impl StreamableHttpClient for McpHttpClient {
                 }
                 // The old transport answers its stream's first event `endpoint` (where to POST);
                 // look at the first event so that server is named rather than failing on parse.
-                let first = events.next().await;
-                if let Some(Ok(event)) = &first {
-                    if event.event.as_deref() == Some("endpoint") {
+                // A failure of that first event (too large, broken off) is returned from here too:
+                // once this POST has answered, rmcp reports a failed stream only as a closed
+                // connection, without the cause.
+                let first = match events.next().await {
+                    Some(Ok(event)) if event.event.as_deref() == Some("endpoint") => {
                         return Err(fail(McpHttpError::LegacySse {
                             url,
                             evidence: "it answered the initialize POST with an `endpoint` event",
                         }));
                     }
-                }
+                    Some(Err(SseError::Body(error))) => {
+                        return Err(match error.downcast::<McpHttpError>() {
+                            Ok(error) => fail(*error),
+                            Err(error) => StreamableHttpError::Sse(SseError::Body(error)),
+                        });
+                    }
+                    first => first,
+                };
                 let events = stream::iter(first).chain(events).boxed();
                 Ok(StreamableHttpPostResponse::Sse(events, session))
             }

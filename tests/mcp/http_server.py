@@ -2,11 +2,13 @@
 """An MCP server over streamable HTTP, written with the official Python SDK (`mcp` on PyPI), that
 the MCP client tests start and talk to (installed by tests/mcp/setup).
 
-    http_server.py [--port N] [--token TOKEN]
+    http_server.py [--port N] [--token TOKEN] [--sse]
 
 It listens on 127.0.0.1 (port 0, the default, picks a free one), prints its URL
 (http://127.0.0.1:PORT/mcp) as the first line of stdout, and answers 401 to any request without
 `Authorization: Bearer TOKEN` (TOKEN from --token, else $MCP_TEST_TOKEN, else "test-token").
+With --sse it serves the same tools over the SDK's deprecated HTTP+SSE transport instead (URL
+http://127.0.0.1:PORT/sse), for the test that tandem refuses that transport by name.
 
 Tools:
   echo {text}        returns text; annotated readOnlyHint: true
@@ -122,6 +124,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--token", default=os.environ.get("MCP_TEST_TOKEN", "test-token"))
+    parser.add_argument("--sse", action="store_true", help="serve the deprecated HTTP+SSE transport")
     args = parser.parse_args()
 
     # Bind and listen before printing the URL, so a client that reads it can connect at once.
@@ -129,9 +132,11 @@ def main() -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))
     sock.listen(128)
-    print(f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
+    path = "/sse" if args.sse else "/mcp"
+    print(f"http://127.0.0.1:{sock.getsockname()[1]}{path}", flush=True)
 
-    app = RequireBearer(server.streamable_http_app(), args.token)
+    inner = server.sse_app() if args.sse else server.streamable_http_app()
+    app = RequireBearer(inner, args.token)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 

@@ -58,6 +58,7 @@ pub(super) fn sse_events(
                     }
                 }
                 Some(Err(source)) => {
+                    let source = source.without_url();
                     state.failure = Some(McpHttpError::Body {
                         url: state.url.clone(),
                         detail: chain(&source),
