@@ -1,8 +1,9 @@
 //! The streamable HTTP transport of MCP servers, over tandem's own reqwest 0.12.
 //!
 //! rmcp's built-in HTTP client wants reqwest 0.13; tandem keeps one HTTP stack, so this module
-//! implements rmcp's [`StreamableHttpClient`] for [`McpHttpClient`] and [`transport`] hands the
-//! lead a transport for `rmcp::serve_client`. What the wire looks like (MCP "Streamable HTTP"):
+//! implements rmcp's [`StreamableHttpClient`] for [`McpHttpClient`], and [`transport`] makes the
+//! transport the engine passes to `rmcp::serve_client`; [`cause`] finds this module's error
+//! behind rmcp's wrappers. What the wire looks like (MCP "Streamable HTTP"):
 //! every client message is a POST accepting `application/json, text/event-stream`; the server
 //! answers 202 to notifications and responses, and a request with one JSON body or an SSE
 //! stream; the session lives in `Mcp-Session-Id` (404 with it means the session expired, which
@@ -67,11 +68,13 @@ const RESERVED_HEADER_PREFIX: &str = "mcp-param-";
 /// tandem caps what the model sees afterwards; anything larger is refused, not truncated.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// How much of a failed response's body is read for the error message.
-const MAX_ERROR_BODY_BYTES: usize = 8 * 1024;
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 /// How much of that body an error message quotes.
 const ERROR_PREVIEW_CHARS: usize = 300;
 /// Reconnects of one SSE stream before rmcp gives up on it: unbounded by default, which would
-/// let a server that keeps failing its stream hold tandem in a reconnect loop for ever.
+/// let a server that keeps failing its stream hold tandem in a reconnect loop for ever. (rmcp
+/// ends a stream at once on its own clients' too-large error, a private type; ours counts as
+/// an ordinary stream failure, so this bound is what stops a server that keeps oversizing.)
 const MAX_SSE_RECONNECTS: usize = 5;
 
 type HttpResult<T> = Result<T, StreamableHttpError<McpHttpError>>;
@@ -117,7 +120,8 @@ impl McpHttpClient {
 
 /// A streamable HTTP transport to the MCP server at `url`, for `rmcp::serve_client`.
 /// `bearer_token` is sent as `Authorization: Bearer`; `headers` go with every request.
-/// Nothing is sent until the client initializes.
+/// Nothing is sent until the client initializes. Call it inside the tokio runtime: rmcp spawns
+/// the transport's worker task at once.
 pub fn transport(
     url: &str,
     bearer_token: Option<String>,
@@ -248,9 +252,8 @@ fn request_headers(
     headers.insert(ACCEPT, HeaderValue::from_static(accept));
     if let Some(session_id) = session_id {
         let value = HeaderValue::from_str(session_id).map_err(|_| {
-            fail(McpHttpError::NotJsonRpc {
+            fail(McpHttpError::BadSessionId {
                 url: url.to_owned(),
-                detail: "its Mcp-Session-Id cannot be sent back as a header".into(),
             })
         })?;
         headers.insert(SESSION_ID, value);
@@ -494,9 +497,9 @@ impl StreamableHttpClient for McpHttpClient {
             return Err(fail(McpHttpError::NotFound { url }));
         }
         if !status.is_success() {
-            return Err(
-                self::non_success(response, &url, request_id.map(|(id, _)| id), &limits).await,
-            );
+            let id = request_id.map(|(id, _)| id);
+            let error = non_success(response, &url, id, &limits).await?;
+            return Ok(StreamableHttpPostResponse::Json(error, None));
         }
 
         let session = response
@@ -639,13 +642,14 @@ impl StreamableHttpClient for McpHttpClient {
             return Err(fail(error));
         }
         if !status.is_success() {
-            return Err(non_success(
-                response,
-                &url,
-                None,
-                &StreamableHttpResponseLimits::default(),
-            )
-            .await);
+            let limits = StreamableHttpResponseLimits::default();
+            // Without a request id, no body counts as an answer: this is always an error.
+            return Err(match non_success(response, &url, None, &limits).await {
+                Err(error) => error,
+                Ok(_) => StreamableHttpError::UnexpectedServerResponse(
+                    format!("HTTP {status} to the GET stream").into(),
+                ),
+            });
         }
         match media_type(&response).as_deref() {
             Some(EVENT_STREAM) => Ok(sse_events(response, max_sse_event_size, url)),
@@ -657,49 +661,37 @@ impl StreamableHttpClient for McpHttpClient {
     }
 }
 
-/// The error for a non-2xx answer. A JSON-RPC error under the request's own id is the server's
-/// answer and is returned as one (rmcp hands it to the caller); 429 and 5xx keep rmcp's status
-/// type (with `Retry-After`); anything else quotes the start of the body.
+/// A non-2xx answer: the server's JSON-RPC error when it sent one under the request's own id
+/// (rmcp then hands that error to the caller, as for a 200), else an error quoting the start of
+/// the body. Only a prefix of the body is ever read.
 async fn non_success(
     response: reqwest::Response,
     url: &str,
     request_id: Option<&RequestId>,
     limits: &StreamableHttpResponseLimits,
-) -> StreamableHttpError<McpHttpError> {
-    let status = response.status();
-    let retry_after = response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|value| value.to_str().ok())
-        .map(str::to_owned);
-    if status.is_redirection() {
-        return fail(status_error(url, &response, String::new()));
+) -> Result<ServerJsonRpcMessage, StreamableHttpError<McpHttpError>> {
+    if response.status().is_redirection() {
+        return Err(fail(status_error(url, &response, String::new())));
     }
+    let status = response.status();
     let is_json = media_type(&response).as_deref() == Some(JSON);
     let body = read_prefix(response, limits.max_error_response_size).await;
     if is_json {
         if let Ok(ServerJsonRpcMessage::Error(error)) = serde_json::from_slice(&body) {
             if request_id.is_some() && error.id.as_ref() == request_id {
-                return StreamableHttpError::UnexpectedServerResponse(
-                    format!("HTTP {status}: {}", error.error.message).into(),
-                );
+                return Ok(ServerJsonRpcMessage::Error(error));
             }
         }
     }
-    if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
-        let detail = error_detail(&body);
-        tracing::debug!(%url, %status, "MCP server failed{detail}");
-        return rmcp::transport::streamable_http_client::HttpStatusError::new(
-            status.as_u16(),
-            retry_after,
-        )
-        .into();
+    let mut detail = error_detail(&body);
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        detail.push_str(" (it is limiting tandem's requests: try again later)");
     }
-    fail(McpHttpError::Status {
+    Err(fail(McpHttpError::Status {
         url: url.to_owned(),
         status: status.as_u16(),
-        detail: error_detail(&body),
-    })
+        detail,
+    }))
 }
 
 /// The JSON-RPC error standing for a refused sessionless `server/discover`: the server's own

@@ -167,8 +167,7 @@ async fn the_bearer_token_is_required_and_its_error_says_what_to_do() {
 
     let error = connect((), &server.url, Some("wrong-token"), vec![])
         .await
-        .err()
-        .expect("a wrong token is refused");
+        .expect_err("a wrong token is refused");
     let found = http_error(&error);
     assert!(
         matches!(found, McpHttpError::TokenRefused { .. }),
@@ -188,8 +187,7 @@ async fn the_bearer_token_is_required_and_its_error_says_what_to_do() {
 
     let error = connect((), &server.url, None, vec![])
         .await
-        .err()
-        .expect("no token is refused");
+        .expect_err("no token is refused");
     let message = http_error(&error).to_string();
     assert!(
         message.contains("401 Unauthorized to a request without a token")
@@ -249,8 +247,7 @@ async fn a_server_of_the_deprecated_sse_transport_is_refused_by_name() {
     let server = PyServer::start(&["--sse"]).await;
     let error = connect((), &server.url, Some(TOKEN), vec![])
         .await
-        .err()
-        .expect("the SSE transport is refused");
+        .expect_err("the SSE transport is refused");
     let found = http_error(&error);
     assert!(matches!(found, McpHttpError::LegacySse { .. }), "{found:?}");
     let message = found.to_string();
@@ -276,8 +273,7 @@ async fn a_server_of_the_deprecated_sse_transport_is_refused_by_name() {
     .await;
     let error = connect((), &url, None, vec![])
         .await
-        .err()
-        .expect("the SSE transport is refused");
+        .expect_err("the SSE transport is refused");
     let message = http_error(&error).to_string();
     assert!(
         message.contains("speaks the deprecated HTTP+SSE transport")
@@ -308,8 +304,7 @@ async fn a_hostile_sse_stream_is_cut_at_the_event_limit() {
     .await;
     let error = connect((), &url, None, vec![])
         .await
-        .err()
-        .expect("the stream is refused");
+        .expect_err("the stream is refused");
     let found = http_error(&error);
     assert!(
         matches!(found, McpHttpError::TooLarge { max, .. } if *max == MAX_MESSAGE_BYTES),
@@ -354,8 +349,7 @@ async fn config_mistakes_and_an_unreachable_server_name_the_next_step() {
     let url = format!("http://127.0.0.1:{port}/mcp?key=hidden");
     let error = connect((), &url, None, vec![])
         .await
-        .err()
-        .expect("nobody answers");
+        .expect_err("nobody answers");
     let message = http_error(&error).to_string();
     assert!(
         message.contains("could not reach the MCP server")

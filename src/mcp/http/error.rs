@@ -66,6 +66,8 @@ pub enum McpHttpError {
     TooLarge { url: String, max: usize },
     #[error("the MCP server at {url} sent a body that is not a JSON-RPC message ({detail})")]
     NotJsonRpc { url: String, detail: String },
+    #[error("the MCP server at {url} sent an Mcp-Session-Id that cannot be sent back as a header: the server is broken; report it to its owner")]
+    BadSessionId { url: String },
     #[error("the MCP server at {url} broke off its response ({detail})")]
     Body {
         url: String,
