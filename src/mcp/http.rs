@@ -119,13 +119,14 @@ impl McpHttpClient {
 }
 
 /// A streamable HTTP transport to the MCP server at `url`, for `rmcp::serve_client`.
-/// `bearer_token` is sent as `Authorization: Bearer`; `headers` go with every request.
+/// `bearer_token` is sent as `Authorization: Bearer`; `headers` (a `Vec` of pairs or the
+/// config's map) go with every request.
 /// Nothing is sent until the client initializes. Call it inside the tokio runtime: rmcp spawns
 /// the transport's worker task at once.
 pub fn transport(
     url: &str,
     bearer_token: Option<String>,
-    headers: Vec<(String, String)>,
+    headers: impl IntoIterator<Item = (String, String)>,
 ) -> Result<StreamableHttpClientTransport<McpHttpClient>, McpHttpError> {
     let client = McpHttpClient::new().map_err(|source| McpHttpError::Build {
         url: redact(url),
@@ -139,7 +140,7 @@ pub fn transport_with(
     client: McpHttpClient,
     url: &str,
     bearer_token: Option<String>,
-    headers: Vec<(String, String)>,
+    headers: impl IntoIterator<Item = (String, String)>,
 ) -> Result<StreamableHttpClientTransport<McpHttpClient>, McpHttpError> {
     let config = transport_config(url, bearer_token, headers)?;
     Ok(StreamableHttpClientTransport::with_client(client, config))
@@ -150,7 +151,7 @@ pub fn transport_with(
 fn transport_config(
     url: &str,
     bearer_token: Option<String>,
-    headers: Vec<(String, String)>,
+    headers: impl IntoIterator<Item = (String, String)>,
 ) -> Result<StreamableHttpClientTransportConfig, McpHttpError> {
     let shown = redact(url);
     let parsed = reqwest::Url::parse(url).map_err(|error| McpHttpError::InvalidUrl {
