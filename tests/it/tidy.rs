@@ -76,7 +76,7 @@ const LAYERS: &[&[&str]] = &[
     &["server", "acp", "cli"],
     &["session"],
     &["engine"],
-    &["permissions", "providers", "store"],
+    &["permissions", "providers", "store", "mcp"],
     &["config"],
     &["tools"],
     &["workspace", "protocol"],
