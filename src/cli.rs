@@ -88,6 +88,8 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
     let engine = EngineContext::new(config, own_files);
     engine.set_client_can_answer(interactive || options.auto_approve);
     let (tx, mut events) = mpsc::unbounded_channel();
+    // The config's MCP servers; a terminal run has no store, so no workspace server is trusted.
+    let mcp = session::mcp::build_hub(&engine, None, &workspace, &[]).await;
     let handle = session::spawn(
         engine,
         Arc::new(ChannelSink { tx }),
@@ -98,6 +100,7 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
             // A one-shot terminal run is not persisted; `tandem serve` sessions are.
             store: None,
             client_fs: None,
+            mcp,
         },
     );
     let color = std::io::stdout().is_terminal();
@@ -272,6 +275,19 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
             Event::Notice { kind, text } => {
                 println!("{}", colour(color, "33", &format!("[{kind:?}] {text}")));
             }
+            // A server that cannot serve is worth a line; the others are routine.
+            Event::McpStatus {
+                server,
+                status,
+                error: Some(error),
+                ..
+            } => {
+                println!(
+                    "{}",
+                    colour(color, "33", &format!("[mcp {server}: {status:?}] {error}"))
+                );
+            }
+            Event::McpStatus { .. } => {}
             Event::Usage {
                 model,
                 input_tokens,

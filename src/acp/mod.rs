@@ -224,14 +224,14 @@ impl Acp {
             acp::ClientRequest::LoadSessionRequest(r) => answer_later(
                 responder,
                 Box::pin(async move {
-                    me.open_session(r.session_id.0.to_string(), r.cwd, true, cx)
+                    me.open_session(r.session_id.0.to_string(), r.cwd, true, r.mcp_servers, cx)
                         .await
                 }),
             ),
             acp::ClientRequest::ResumeSessionRequest(r) => answer_later(
                 responder,
                 Box::pin(async move {
-                    me.open_session(r.session_id.0.to_string(), r.cwd, false, cx)
+                    me.open_session(r.session_id.0.to_string(), r.cwd, false, r.mcp_servers, cx)
                         .await
                 }),
             ),
@@ -312,6 +312,8 @@ impl Acp {
         self.engine.set_client_can_answer(true);
         let capabilities = acp::AgentCapabilities::new()
             .load_session(true)
+            // Streamable HTTP and stdio servers; SSE-only servers are refused with a reason.
+            .mcp_capabilities(acp::McpCapabilities::new().http(true))
             .prompt_capabilities(
                 acp::PromptCapabilities::new()
                     .image(true)

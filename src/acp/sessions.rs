@@ -33,6 +33,8 @@ impl Acp {
         let model = self.engine.config.default_model.clone();
         let mode = crate::protocol::Mode::Ask;
         let bridge = self.new_bridge(workspace.roots()[0].clone(), cx);
+        let servers = mcp_values(&request.mcp_servers);
+        let mcp = session::mcp::build_hub(&self.engine, Some(&store), &workspace, &servers).await;
         let handle = session::spawn(
             self.engine.clone(),
             Arc::new(BridgeSink(bridge.clone())),
@@ -42,13 +44,14 @@ impl Acp {
                 mode,
                 store: Some(store),
                 client_fs: bridge.client_fs(),
+                mcp,
             },
         );
         let session_id = handle.id().to_owned();
         bridge.set_handle(handle.clone());
         let cwd = workspace_root(&handle);
         self.host.insert(handle, cwd, bridge.clone());
-        let mut response = acp::NewSessionResponse::new(session_id)
+        let response = acp::NewSessionResponse::new(session_id)
             .config_options(convert::config_options(
                 &self.engine.config,
                 &model,
@@ -56,20 +59,6 @@ impl Acp {
                 false,
             ))
             .modes(convert::mode_state(mode));
-        if !request.mcp_servers.is_empty() {
-            let names: Vec<String> = request.mcp_servers.iter().map(mcp_name).collect();
-            tracing::warn!("MCP servers are not supported yet; ignoring {names:?}");
-            let mut meta = serde_json::Map::new();
-            meta.insert(
-                "tandem".to_owned(),
-                json!({"mcpServers": {"supported": false, "ignored": names}}),
-            );
-            response = response.meta(meta);
-            bridge.send_update(bridge.notice_update(&format!(
-                "tandem does not support MCP servers yet; ignored: {}",
-                names.join(", ")
-            )));
-        }
         to_value(response)
     }
 
@@ -79,6 +68,7 @@ impl Acp {
         session_id: String,
         cwd: PathBuf,
         replay: bool,
+        mcp_servers: Vec<acp::McpServer>,
         cx: ConnectionTo<Client>,
     ) -> Result<Value, AcpError> {
         if let Ok((bridge, handle)) = self.live(&session_id) {
@@ -132,6 +122,7 @@ impl Acp {
             store,
             &session_id,
             bridge.client_fs(),
+            &mcp_values(&mcp_servers),
         )
         .await
         .map_err(|e| {
@@ -272,13 +263,13 @@ pub(super) fn same_dir(stored: &Path, asked: &Path) -> bool {
         }
 }
 
-pub(super) fn mcp_name(server: &acp::McpServer) -> String {
-    match server {
-        acp::McpServer::Http(s) => s.name.clone(),
-        acp::McpServer::Sse(s) => s.name.clone(),
-        acp::McpServer::Stdio(s) => s.name.clone(),
-        _ => "unnamed".to_owned(),
-    }
+/// The client's MCP servers as the engine reads them (ACP's JSON shape, which the native
+/// face's `mcpServers` shares); an SSE server stays in, to be refused with its reason.
+pub(super) fn mcp_values(servers: &[acp::McpServer]) -> Vec<Value> {
+    servers
+        .iter()
+        .filter_map(|server| serde_json::to_value(server).ok())
+        .collect()
 }
 
 /// Send the session's history as `session/update`s: the engine's load view (the one the

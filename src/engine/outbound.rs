@@ -67,6 +67,11 @@ fn project_parts(parts: &[Part], ctx: &ProjectionContext<'_>) -> Vec<OutboundPar
         .collect()
 }
 
+/// The user message that carries the images of a run of tool results.
+fn tool_images_message(parts: Vec<OutboundPart>) -> OutboundMessage {
+    OutboundMessage::User { parts }
+}
+
 /// Build the provider view of `history`.
 ///
 /// After a compaction, everything before its boundary is shown as one
@@ -82,7 +87,14 @@ pub fn project(history: &[Message], ctx: &ProjectionContext<'_>) -> Vec<Outbound
         });
         start = boundary;
     }
+    // Images of tool results (an MCP tool's) wait until the run of tool results ends: no
+    // vendor takes an image inside every kind of tool result, and a user message between two
+    // results would break the pairing of calls and results that every vendor checks.
+    let mut result_images: Vec<OutboundPart> = Vec::new();
     for message in &history[start..] {
+        if message.role != Role::Tool && !result_images.is_empty() {
+            out.push(tool_images_message(std::mem::take(&mut result_images)));
+        }
         match message.role {
             Role::Notice => {}
             Role::User => out.push(OutboundMessage::User {
@@ -109,9 +121,25 @@ pub fn project(history: &[Message], ctx: &ProjectionContext<'_>) -> Vec<Outbound
                         name: result.name.clone(),
                         content: message.text(),
                     });
+                    let images: Vec<Part> = message
+                        .parts
+                        .iter()
+                        .filter(|p| matches!(p, Part::Image { .. }))
+                        .cloned()
+                        .collect();
+                    if !images.is_empty() {
+                        result_images.push(OutboundPart::Text(format!(
+                            "[the images the tool call {} returned:]",
+                            result.tool_call_id
+                        )));
+                        result_images.extend(project_parts(&images, ctx));
+                    }
                 }
             }
         }
+    }
+    if !result_images.is_empty() {
+        out.push(tool_images_message(result_images));
     }
     if let Some(context) = ctx.turn_context {
         if let Some(OutboundMessage::User { parts }) = out

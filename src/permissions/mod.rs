@@ -188,36 +188,60 @@ pub fn evaluate(
     meta: &ToolMeta,
     command: Option<&str>,
 ) -> Verdict {
-    if let Some(reason) = rules.refusal(meta.name, command) {
+    evaluate_call(mode, rules, meta.name, meta.risk, command)
+}
+
+/// [`evaluate`] for any tool, built-in or an MCP server's: its model-facing `name` and `risk`.
+pub fn evaluate_call(
+    mode: Mode,
+    rules: &PermissionRules,
+    name: &str,
+    risk: Risk,
+    command: Option<&str>,
+) -> Verdict {
+    if let Some(reason) = rules.refusal(name, command) {
         return Verdict::Refuse { reason };
     }
-    match meta.risk {
+    match risk {
         Risk::Low | Risk::Interactive => Verdict::Allow,
         Risk::Edit => match mode {
             Mode::Plan => Verdict::Refuse {
                 reason: format!(
                     "{} is not available in plan mode: edits are disabled; describe the change with propose_plan instead",
-                    meta.name
+                    name
                 ),
             },
             Mode::AutoEdit | Mode::FullAuto => Verdict::Allow,
-            Mode::Ask if rules.allows(meta.name, None) => Verdict::Allow,
+            Mode::Ask if rules.allows(name, None) => Verdict::Allow,
             Mode::Ask => Verdict::Ask {
-                reason: format!("{} changes a file in the workspace", meta.name),
+                reason: format!("{} changes a file in the workspace", name),
             },
         },
         Risk::Execute => match mode {
             Mode::Plan => Verdict::Refuse {
                 reason: format!(
                     "{} is not available in plan mode: commands are disabled; describe what you would run with propose_plan instead",
-                    meta.name
+                    name
                 ),
             },
             Mode::FullAuto => Verdict::Allow,
-            Mode::Ask | Mode::AutoEdit if rules.allows(meta.name, command) => Verdict::Allow,
+            Mode::Ask | Mode::AutoEdit if rules.allows(name, command) => Verdict::Allow,
             Mode::Ask | Mode::AutoEdit => Verdict::Ask {
                 reason: "shell commands can change anything the user can; review the command"
                     .to_owned(),
+            },
+        },
+        Risk::External => match mode {
+            Mode::Plan => Verdict::Refuse {
+                reason: format!(
+                    "{} is not available in plan mode: it is an MCP tool that may change things; use read-only tools and present a plan with propose_plan",
+                    name
+                ),
+            },
+            Mode::FullAuto => Verdict::Allow,
+            Mode::Ask | Mode::AutoEdit if rules.allows(name, None) => Verdict::Allow,
+            Mode::Ask | Mode::AutoEdit => Verdict::Ask {
+                reason: "an MCP server runs this tool outside tandem's sandbox, and its description and annotations are the server's word; review the arguments".to_owned(),
             },
         },
     }
@@ -225,7 +249,13 @@ pub fn evaluate(
 
 /// Whether a tool is offered to the model at all in `mode`. Plan mode hides edits and shell.
 pub fn offered(mode: Mode, meta: &ToolMeta) -> bool {
-    !(mode == Mode::Plan && matches!(meta.risk, Risk::Edit | Risk::Execute))
+    offered_risk(mode, meta.risk)
+}
+
+/// Whether a tool of `risk` is offered in `mode`: plan mode offers reads (and, of MCP tools,
+/// only the low-risk ones).
+pub fn offered_risk(mode: Mode, risk: Risk) -> bool {
+    !(mode == Mode::Plan && matches!(risk, Risk::Edit | Risk::Execute | Risk::External))
 }
 
 #[cfg(test)]

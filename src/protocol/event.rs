@@ -100,6 +100,25 @@ pub struct TurnError {
     pub retriable: bool,
 }
 
+/// Which MCP server and tool a call goes to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToolRef {
+    pub server: String,
+    pub tool: String,
+}
+
+/// Where an MCP server stands (`mcp/status`, `mcpStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum McpServerState {
+    Starting,
+    Ready,
+    Failed,
+    Exited,
+    Untrusted,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "type",
@@ -107,6 +126,15 @@ pub struct TurnError {
     rename_all_fields = "camelCase"
 )]
 pub enum Event {
+    /// An MCP server of the session changed status (not part of a turn).
+    McpStatus {
+        server: String,
+        status: McpServerState,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tools: Option<Vec<String>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     TurnStarted {
         model: String,
     },
@@ -129,6 +157,9 @@ pub enum Event {
         arguments: Value,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         locations: Option<Vec<Location>>,
+        /// The MCP server and tool, for a tool of an MCP server.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mcp: Option<McpToolRef>,
     },
     ApprovalRequested {
         request_id: String,
@@ -148,6 +179,9 @@ pub enum Event {
         /// A digest of the tool name and canonical arguments; an `approve` that sends it back
         /// is refused if the request now holds anything else.
         arguments_digest: String,
+        /// The MCP server and tool, for a tool of an MCP server.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mcp: Option<McpToolRef>,
     },
     ApprovalResolved {
         request_id: String,
@@ -226,6 +260,7 @@ impl Event {
             Event::AssistantDelta { .. } => "assistantDelta",
             Event::ReasoningDelta { .. } => "reasoningDelta",
             Event::AssistantMessage { .. } => "assistantMessage",
+            Event::McpStatus { .. } => "mcpStatus",
             Event::ToolCall { .. } => "toolCall",
             Event::ApprovalRequested { .. } => "approvalRequested",
             Event::ApprovalResolved { .. } => "approvalResolved",
@@ -277,4 +312,5 @@ pub const EVENT_TYPES: &[&str] = &[
     "usage",
     "turnEnded",
     "streamTruncated",
+    "mcpStatus",
 ];

@@ -34,6 +34,8 @@ pub mod method {
     pub const SET_MODE: &str = "setMode";
     pub const SET_NETWORK_ACCESS: &str = "setNetworkAccess";
     pub const RETRY: &str = "retry";
+    pub const MCP_STATUS: &str = "mcp/status";
+    pub const MCP_TRUST: &str = "mcp/trust";
     pub const SHUTDOWN: &str = "shutdown";
     /// The one server-to-client notification.
     pub const SESSION_EVENT: &str = "session/event";
@@ -54,6 +56,8 @@ pub mod method {
         SET_MODE,
         SET_NETWORK_ACCESS,
         RETRY,
+        MCP_STATUS,
+        MCP_TRUST,
         SHUTDOWN,
     ];
 }
@@ -307,6 +311,11 @@ pub struct SessionNewParams {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<Mode>,
+    /// MCP servers for this session, in ACP's `McpServer` shape (stdio `{name, command, args,
+    /// env: [{name, value}]}` or `{type: "http", name, url, headers: [{name, value}]}`); they
+    /// join the config's servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<Vec<Value>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -705,6 +714,42 @@ pub struct SetNetworkAccessParams {
 #[serde(rename_all = "camelCase")]
 pub struct SetNetworkAccessResult {
     pub allow: bool,
+}
+
+/// Where an MCP server's definition came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum McpServerSource {
+    Config,
+    Session,
+    Workspace,
+}
+
+/// One MCP server of a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerInfo {
+    pub name: String,
+    pub source: McpServerSource,
+    pub status: McpServerState,
+    /// The model-facing names of its tools, while it is ready.
+    pub tools: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpStatusResult {
+    pub servers: Vec<McpServerInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpTrustParams {
+    pub session_id: String,
+    /// The name of a server of the workspace's `.mcp.json`.
+    pub server: String,
 }
 
 /// The `{}` result of `approve`, `answer` and `setMode`.

@@ -520,8 +520,8 @@ mod tests {
             system: "be brief".into(),
             messages,
             tools: vec![ToolSpec {
-                name: "read_file",
-                description: "read",
+                name: "read_file".into(),
+                description: "read".into(),
                 parameters: json!({"type": "object"}),
             }],
             max_output_tokens: Some(64_000),

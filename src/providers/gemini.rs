@@ -484,8 +484,8 @@ mod tests {
                 },
             ],
             tools: vec![ToolSpec {
-                name: "read_file",
-                description: "read",
+                name: "read_file".into(),
+                description: "read".into(),
                 parameters: json!({"$schema": "x", "type": "object", "properties": {"path": {"type": ["string", "null"]}}, "additionalProperties": false}),
             }],
             max_output_tokens: Some(100),
@@ -555,8 +555,8 @@ mod tests {
                 result("c"),
             ],
             tools: vec![ToolSpec {
-                name: "read_file",
-                description: "read",
+                name: "read_file".into(),
+                description: "read".into(),
                 parameters: json!({"type": "object"}),
             }],
             max_output_tokens: None,

@@ -81,8 +81,9 @@ pub enum OutboundMessage {
 /// A tool as offered to the model.
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
-    pub name: &'static str,
-    pub description: &'static str,
+    /// A built-in tool's name, or an MCP tool's `mcp__<server>__<tool>`.
+    pub name: std::borrow::Cow<'static, str>,
+    pub description: std::borrow::Cow<'static, str>,
     /// JSON Schema of the arguments object.
     pub parameters: Value,
 }

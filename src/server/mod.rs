@@ -8,6 +8,7 @@
 
 pub mod framing;
 mod load;
+mod mcp;
 mod params;
 
 use load::load_response;
@@ -462,6 +463,13 @@ impl Server {
                         .map_err(|e| RpcErrorObject::new(ErrorKind::Internal, e.to_string()))??;
                 let mode = p.mode.unwrap_or(wire::Mode::Ask);
                 let store = self.store().await?;
+                let mcp = session::mcp::build_hub(
+                    &self.engine,
+                    store.as_ref(),
+                    &workspace,
+                    p.mcp_servers.as_deref().unwrap_or_default(),
+                )
+                .await;
                 let handle = session::spawn(
                     self.engine.clone(),
                     self.sink(),
@@ -471,6 +479,7 @@ impl Server {
                         mode,
                         store,
                         client_fs: None,
+                        mcp,
                     },
                 );
                 let session_id = handle.id().to_owned();
@@ -566,6 +575,20 @@ impl Server {
                     restored.handle.send(Op::Resume { resume });
                 }
                 self.host.insert(restored.handle, cwd, ());
+                Ok(())
+            }
+            method::MCP_STATUS => {
+                let p: wire::SessionIdParams = params(method, raw)?;
+                let result = mcp::status(&self.session(&p.session_id)?);
+                self.answer(id, Ok(result));
+                Ok(())
+            }
+            method::MCP_TRUST => {
+                let p: wire::McpTrustParams = params(method, raw)?;
+                let handle = self.session(&p.session_id)?;
+                let store = self.store().await?;
+                mcp::trust(&handle, store.as_ref(), &p.server).await?;
+                self.answer(id, Ok(wire::EmptyResult {}));
                 Ok(())
             }
             method::RETRY => {

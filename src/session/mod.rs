@@ -8,6 +8,7 @@
 //! it shares the session state through short, never-awaited critical sections.
 
 pub mod host;
+pub mod mcp;
 mod restore;
 
 pub use restore::{restore, restore_with_client_fs, RestoreError, Restored};
@@ -213,6 +214,8 @@ pub struct NewSession {
     pub store: Option<Store>,
     /// Reads and edits through the client (see [`Conversation::client_fs`]).
     pub client_fs: Option<Arc<dyn ClientFs>>,
+    /// The session's MCP servers ([`mcp::build_hub`]); they start once the session exists.
+    pub mcp: Arc<crate::mcp::McpHub>,
 }
 
 /// Start a new session actor and return its handle.
@@ -253,6 +256,7 @@ pub fn spawn(
         new.workspace,
         new.store,
         new.client_fs,
+        new.mcp,
         state,
         0,
         None,
@@ -267,13 +271,24 @@ fn start_actor(
     workspace: Workspace,
     store: Option<Store>,
     client_fs: Option<Arc<dyn ClientFs>>,
+    mcp_hub: Arc<crate::mcp::McpHub>,
     state: ConversationStart,
     last_seq: u64,
     resume: Option<Resume>,
 ) -> SessionHandle {
     let shared = Conversation::new(
-        id, workspace, engine, sink, store, client_fs, state, last_seq,
+        id, workspace, engine, sink, store, client_fs, mcp_hub, state, last_seq,
     );
+    // Every status change of a server becomes an `mcpStatus` event of this session; the
+    // servers start only now, so the client sees each of them from `starting` on.
+    let weak = Arc::downgrade(&shared);
+    shared.mcp.set_listener(Arc::new(move |status| {
+        if let Some(conversation) = weak.upgrade() {
+            let event = mcp::status_event(&conversation.mcp, &status);
+            conversation.emit(None, event);
+        }
+    }));
+    shared.mcp.start();
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(actor(shared.clone(), rx, resume));
     SessionHandle { shared, ops: tx }
@@ -404,17 +419,23 @@ async fn actor(
                     turn.cancel.cancel();
                     let _ = turn.join.await;
                 }
+                shared.mcp.close(MCP_CLOSE_PATIENCE).await;
                 reply(Ok(()));
                 break;
             }
         }
     }
-    // The face dropped the session or shut it down: end any turn so no task outlives it.
+    // The face dropped the session or shut it down: end any turn so no task outlives it,
+    // and every MCP server so no process does.
     if let Some(turn) = running.take() {
         turn.cancel.cancel();
         let _ = turn.join.await;
     }
+    shared.mcp.close(MCP_CLOSE_PATIENCE).await;
 }
+
+/// How long a session that ends waits for its MCP servers' processes to be killed and reaped.
+const MCP_CLOSE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Completes the history before an op that reads it (a restored session parses its stored
 /// messages only here, see [`Conversation::complete_history`]); `None` when the history is

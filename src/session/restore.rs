@@ -48,7 +48,7 @@ pub async fn restore(
     store: Store,
     session_id: &str,
 ) -> Result<Restored, RestoreError> {
-    restore_with_client_fs(engine, sink, store, session_id, None).await
+    restore_with_client_fs(engine, sink, store, session_id, None, &[]).await
 }
 
 /// [`restore`] for a face whose client reads and writes files itself.
@@ -58,6 +58,7 @@ pub async fn restore_with_client_fs(
     store: Store,
     session_id: &str,
     client_fs: Option<Arc<dyn ClientFs>>,
+    mcp_servers: &[serde_json::Value],
 ) -> Result<Restored, RestoreError> {
     let loaded = store
         .load_session(session_id)
@@ -214,6 +215,7 @@ pub async fn restore_with_client_fs(
         usage: loaded.usage.clone(),
         resumed_turn: resume.as_ref().map(|r| r.turn_id.clone()),
     };
+    let mcp_hub = mcp::build_hub(&engine, Some(&store), &workspace, mcp_servers).await;
     let handle = start_actor(
         engine,
         sink,
@@ -221,6 +223,7 @@ pub async fn restore_with_client_fs(
         workspace,
         Some(store),
         client_fs,
+        mcp_hub,
         state,
         loaded.last_seq,
         None,

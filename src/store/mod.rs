@@ -193,6 +193,19 @@ enum Command {
     IntegrityCheck {
         reply: Reply<String>,
     },
+    /// Remember that the user trusted workspace MCP server `server` of `cwd` as `definition`.
+    TrustMcp {
+        cwd: String,
+        server: String,
+        definition: String,
+        trusted_at: u64,
+        reply: Reply<()>,
+    },
+    /// The trusted workspace MCP servers of `cwd`: `(server, definition)`.
+    TrustedMcp {
+        cwd: String,
+        reply: Reply<Vec<(String, String)>>,
+    },
     /// Bring a diverged session's rows up to date with what it holds in memory, in one
     /// transaction, and accept its writes again (see [`Store::resync`]).
     Resync {
@@ -228,7 +241,9 @@ impl Command {
             | Command::ListSessions { .. }
             | Command::LoadSession { .. }
             | Command::EventsSince { .. }
-            | Command::IntegrityCheck { .. } => None,
+            | Command::IntegrityCheck { .. }
+            | Command::TrustMcp { .. }
+            | Command::TrustedMcp { .. } => None,
         }
     }
 }
@@ -691,6 +706,32 @@ impl Store {
             reply,
         })
         .await
+    }
+
+    /// Remember that the user trusted workspace MCP server `server` of folder `cwd` as
+    /// `definition`; resolves once it is committed.
+    pub async fn trust_mcp(
+        &self,
+        cwd: &str,
+        server: &str,
+        definition: &str,
+        trusted_at: u64,
+    ) -> Result<(), StoreError> {
+        let (cwd, server, definition) = (cwd.to_owned(), server.to_owned(), definition.to_owned());
+        self.ask(|reply| Command::TrustMcp {
+            cwd,
+            server,
+            definition,
+            trusted_at,
+            reply,
+        })
+        .await
+    }
+
+    /// The workspace MCP servers of folder `cwd` the user trusted: `(server, definition)`.
+    pub async fn trusted_mcp(&self, cwd: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let cwd = cwd.to_owned();
+        self.ask(|reply| Command::TrustedMcp { cwd, reply }).await
     }
 
     /// The result of `PRAGMA integrity_check`: `"ok"` for a healthy database.

@@ -22,7 +22,19 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     MIGRATION_3,
     MIGRATION_4,
     MIGRATION_5,
+    MIGRATION_6,
 ];
+
+/// The workspace MCP servers (`.mcp.json`) the user trusted, per workspace folder: the
+/// definition as it was trusted (canonical JSON of its transport), so a changed entry must be
+/// trusted again. Kept apart from sessions: trust belongs to the folder, not to one session.
+const MIGRATION_6: &str = "CREATE TABLE mcp_trust (
+    cwd         TEXT NOT NULL,
+    server      TEXT NOT NULL,
+    definition  TEXT NOT NULL,
+    trusted_at  INTEGER NOT NULL,
+    PRIMARY KEY (cwd, server)
+);";
 
 /// Deny rules became the engine's (`permissions::RuleKind`): the ACP face's `reject_always` rows,
 /// which only that face read, get the names every face now honours.

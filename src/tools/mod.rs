@@ -28,6 +28,10 @@ pub enum Risk {
     Execute,
     /// Asks the user; the answer is the consent.
     Interactive,
+    /// Runs in another program (an MCP server's tool) that tandem cannot confine or inspect:
+    /// needs approval unless `fullAuto` or a rule allows it, hidden in `plan` mode, and marked
+    /// as a side effect before it runs (a crash never repeats it).
+    External,
 }
 
 #[derive(Debug)]
@@ -210,6 +214,13 @@ pub enum ToolArgs {
     ProposePlan {
         plan: String,
     },
+    /// A tool of an MCP server (never parsed by [`parse_args`]: the engine builds it from the
+    /// session's MCP tools, whose arguments are whatever JSON the server's schema asks for).
+    Mcp {
+        server: String,
+        tool: String,
+        arguments: Value,
+    },
 }
 
 #[derive(Deserialize)]
@@ -361,6 +372,8 @@ impl ToolArgs {
             ToolArgs::Shell { command, .. } => format!("Run `{}`", short(command, 80)),
             ToolArgs::AskUser { question, .. } => format!("Ask: {}", short(question, 80)),
             ToolArgs::ProposePlan { .. } => "Propose a plan".to_owned(),
+            // The server first: an editor (and ACP's title) shows which program runs it.
+            ToolArgs::Mcp { server, tool, .. } => format!("{server}: {tool}"),
         }
     }
 
@@ -388,6 +401,17 @@ impl ToolArgs {
     pub fn command(&self) -> Option<&str> {
         match self {
             ToolArgs::Shell { command, .. } => Some(command),
+            _ => None,
+        }
+    }
+
+    /// The MCP server and tool of a call to an MCP tool.
+    pub fn mcp_ref(&self) -> Option<crate::protocol::McpToolRef> {
+        match self {
+            ToolArgs::Mcp { server, tool, .. } => Some(crate::protocol::McpToolRef {
+                server: server.clone(),
+                tool: tool.clone(),
+            }),
             _ => None,
         }
     }

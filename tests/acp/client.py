@@ -57,6 +57,17 @@ class Recorder:
         self.held: list[asyncio.Future] = []
         self.permission_seen = asyncio.Event()
         self.chunk_seen = asyncio.Event()
+        self.changed = asyncio.Event()
+
+    async def until(self, predicate, what: str) -> None:
+        """Wait (up to TIMEOUT) until `predicate(self)` holds, woken by each update."""
+
+        async def wait() -> None:
+            while not predicate(self):
+                self.changed.clear()
+                await self.changed.wait()
+
+        await timed(wait(), what)
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -84,6 +95,7 @@ class Recorder:
     async def session_update(self, session_id, update, **kwargs):
         u = dump(update)
         self.updates.append(u)
+        self.changed.set()
         if u.get("sessionUpdate") == "agent_message_chunk":
             self.chunk_seen.set()
 
@@ -248,11 +260,19 @@ async def handshake(args):
                 "session/new with MCP servers",
             )
         )
+        # MCP servers are supported: the reply comes at once (servers start in the background), and
+        # a server that is no MCP server (/bin/true exits at once) is a warning naming it.
         check(
-            "session/new.mcpServers reported unsupported",
-            mcp.get("_meta", {}).get("tandem", {}).get("mcpServers", {}).get("supported") is False,
+            "session/new with mcpServers answers with a session",
+            bool(mcp.get("sessionId")) and "mcpServers" not in mcp.get("_meta", {}).get("tandem", {}),
             mcp,
         )
+        await rec.until(
+            lambda r: any("MCP server `files`" in json.dumps(u) for u in r.updates),
+            "the warning about MCP server `files`",
+        )
+        warned = [u for u in rec.updates if "MCP server `files`" in json.dumps(u)]
+        check("a server that cannot start is a warning naming it", bool(warned), rec.updates[-3:])
         try:
             await timed(conn.new_session(cwd="relative/path", mcp_servers=[]), "bad cwd")
             check("session/new rejects a relative cwd", False, "no error")

@@ -183,6 +183,24 @@ fn cases() -> Vec<Case> {
             "allow",
             "a boolean",
         ),
+        case(
+            method::MCP_STATUS,
+            json!({"sessionId": 5}),
+            "sessionId",
+            "a string",
+        ),
+        case(
+            method::MCP_TRUST,
+            json!({"sessionId": s, "server": ["a"]}),
+            "server",
+            "a string",
+        ),
+        case(
+            method::MCP_TRUST,
+            json!({"sessionId": s}),
+            "server",
+            "missing",
+        ),
     ]
 }
 

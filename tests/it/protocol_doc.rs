@@ -308,6 +308,12 @@ fn check_params(m: &str, params: &Value) -> Result<(), String> {
         method::SET_NETWORK_ACCESS => {
             round_trip::<SetNetworkAccessParams>(params)?;
         }
+        method::MCP_STATUS => {
+            round_trip::<SessionIdParams>(params)?;
+        }
+        method::MCP_TRUST => {
+            round_trip::<McpTrustParams>(params)?;
+        }
         method::SHUTDOWN | method::MODELS_LIST => {
             if params != &json!({}) {
                 return Err(format!("{m} takes no params"));
@@ -365,8 +371,11 @@ fn check_result(m: &str, result: &Value) -> Result<(), String> {
                 return Err("steer answers {queued: true} or an error".into());
             }
         }
-        method::APPROVE | method::ANSWER | method::SET_MODE => {
+        method::APPROVE | method::ANSWER | method::SET_MODE | method::MCP_TRUST => {
             round_trip::<EmptyResult>(result)?;
+        }
+        method::MCP_STATUS => {
+            round_trip::<McpStatusResult>(result)?;
         }
         method::SET_NETWORK_ACCESS => {
             round_trip::<SetNetworkAccessResult>(result)?;
@@ -781,6 +790,16 @@ fn full_events() -> Vec<Event> {
                 path: "/a".into(),
                 line: Some(1),
             }]),
+            mcp: Some(McpToolRef {
+                server: "docs".into(),
+                tool: "search".into(),
+            }),
+        },
+        Event::McpStatus {
+            server: "docs".into(),
+            status: McpServerState::Failed,
+            tools: Some(vec!["mcp__docs__search".into()]),
+            error: Some("e".into()),
         },
         Event::ApprovalRequested {
             request_id: "r".into(),
@@ -793,6 +812,10 @@ fn full_events() -> Vec<Event> {
             diff: diff(),
             command: Some("ls".into()),
             cwd: Some("/".into()),
+            mcp: Some(McpToolRef {
+                server: "docs".into(),
+                tool: "search".into(),
+            }),
             options: vec![ApprovalOption {
                 decision: Decision::AlwaysCommand,
                 label: "l".into(),
@@ -856,7 +879,8 @@ fn full_events() -> Vec<Event> {
     // Exhaustive on purpose: a new variant must be added above.
     for event in &events {
         match event {
-            Event::TurnStarted { .. }
+            Event::McpStatus { .. }
+            | Event::TurnStarted { .. }
             | Event::AssistantDelta { .. }
             | Event::ReasoningDelta { .. }
             | Event::AssistantMessage { .. }
@@ -896,6 +920,14 @@ fn full_params(m: &str) -> Vec<Value> {
             cwd: "/".into(),
             model: Some("m".into()),
             mode: Some(Mode::Ask),
+            mcp_servers: Some(vec![json!({"name": "n"})]),
+        })],
+        method::MCP_STATUS => vec![v(&SessionIdParams {
+            session_id: "s".into(),
+        })],
+        method::MCP_TRUST => vec![v(&McpTrustParams {
+            session_id: "s".into(),
+            server: "n".into(),
         })],
         method::SESSION_LIST => vec![v(&SessionListParams {
             cwd: Some("/".into()),
@@ -1045,7 +1077,18 @@ fn full_results(m: &str) -> Vec<Value> {
         })],
         method::STOP => vec![v(&StopResult { stopped: true })],
         method::STEER => vec![v(&SteerResult { queued: true })],
-        method::APPROVE | method::ANSWER | method::SET_MODE => vec![v(&EmptyResult {})],
+        method::APPROVE | method::ANSWER | method::SET_MODE | method::MCP_TRUST => {
+            vec![v(&EmptyResult {})]
+        }
+        method::MCP_STATUS => vec![v(&McpStatusResult {
+            servers: vec![McpServerInfo {
+                name: "n".into(),
+                source: McpServerSource::Workspace,
+                status: McpServerState::Ready,
+                tools: vec!["t".into()],
+                error: Some("e".into()),
+            }],
+        })],
         method::SWITCH_MODEL => vec![v(&SwitchModelResult {
             model: "m".into(),
             warning: Some("w".into()),
@@ -1246,6 +1289,38 @@ fn all_enum_values() -> Vec<(&'static str, Value)> {
         }
     }
     add("TurnEndReason", reasons.iter().map(|x| to(x)).collect());
+
+    let mcp_states = [
+        McpServerState::Starting,
+        McpServerState::Ready,
+        McpServerState::Failed,
+        McpServerState::Exited,
+        McpServerState::Untrusted,
+    ];
+    for s in &mcp_states {
+        match s {
+            McpServerState::Starting
+            | McpServerState::Ready
+            | McpServerState::Failed
+            | McpServerState::Exited
+            | McpServerState::Untrusted => {}
+        }
+    }
+    add("McpServerState", mcp_states.iter().map(|x| to(x)).collect());
+    let mcp_sources = [
+        McpServerSource::Config,
+        McpServerSource::Session,
+        McpServerSource::Workspace,
+    ];
+    for s in &mcp_sources {
+        match s {
+            McpServerSource::Config | McpServerSource::Session | McpServerSource::Workspace => {}
+        }
+    }
+    add(
+        "McpServerSource",
+        mcp_sources.iter().map(|x| to(x)).collect(),
+    );
 
     let notices = [
         NoticeKind::Error,

@@ -55,6 +55,7 @@ impl Harness {
                 mode,
                 store: None,
                 client_fs: None,
+                mcp: tandem::mcp::McpHub::empty(),
             },
         );
         Harness {

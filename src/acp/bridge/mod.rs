@@ -23,7 +23,9 @@ use serde_json::{json, Value};
 use super::convert;
 use crate::engine::EngineContext;
 use crate::permissions::suggested_prefix;
-use crate::protocol::{ApprovalOption, Decision, Event, NoticeKind, ToolStatus, TurnEndReason};
+use crate::protocol::{
+    ApprovalOption, Decision, Event, McpServerState, NoticeKind, ToolStatus, TurnEndReason,
+};
 use crate::session::{lock, DenyMemory, EventSink, Op, SessionHandle};
 use crate::tools::client_fs::ClientFs;
 
@@ -376,6 +378,26 @@ impl Bridge {
                     self.send_update(self.notice_with(acp::NoticeSeverity::Warning, w));
                 }
             }
+            // ACP has no update for MCP servers: a server that cannot serve (failed, exited,
+            // waiting for trust) is a warning notice naming it; the routine ones say nothing.
+            Event::McpStatus {
+                server,
+                status,
+                error: Some(error),
+                ..
+            } => {
+                let state = match status {
+                    McpServerState::Untrusted => "waits for trust",
+                    McpServerState::Exited => "exited",
+                    McpServerState::Failed => "failed",
+                    McpServerState::Starting | McpServerState::Ready => return,
+                };
+                self.send_update(self.notice_with(
+                    acp::NoticeSeverity::Warning,
+                    &format!("MCP server `{server}` {state}: {error}"),
+                ));
+            }
+            Event::McpStatus { .. } => {}
             Event::Notice { kind, text } => {
                 // Typed, not by its words: the refusal notice carries the engine's mark in the
                 // history, committed before this event. Asked here, where no lock of the

@@ -263,6 +263,8 @@ pub struct Conversation {
     /// Reads and edits through the client's editor, when the face's client offers it (ACP's
     /// `fs/*`); `None` reads and writes the disk.
     pub client_fs: Option<Arc<dyn ClientFs>>,
+    /// The session's MCP servers and their tools (an empty hub when it has none).
+    pub mcp: Arc<crate::mcp::McpHub>,
     /// Held while the unparsed history is parsed, so two callers of
     /// [`Conversation::complete_history`] parse it once.
     history_gate: tokio::sync::Mutex<()>,
@@ -296,6 +298,7 @@ impl Conversation {
         sink: Arc<dyn super::emitter::EventSink>,
         store: Option<Store>,
         client_fs: Option<Arc<dyn ClientFs>>,
+        mcp: Arc<crate::mcp::McpHub>,
         start: ConversationStart,
         last_seq: u64,
     ) -> Arc<Self> {
@@ -308,6 +311,7 @@ impl Conversation {
             pending: Mutex::new(HashMap::new()),
             store,
             client_fs,
+            mcp,
             history_gate: tokio::sync::Mutex::new(()),
         })
     }

@@ -294,21 +294,23 @@ impl Conversation {
         lock(&self.state).history.len()
     }
 
-    /// What the session's rules say of a call in `mode`. A tool the mode does not offer (the
-    /// model named it anyway) is judged as `plan` judges it.
+    /// What the session's rules say of a call of `name` (a built-in tool or an MCP tool) of
+    /// `risk` in `mode`. A tool the mode does not offer (the model named it anyway) is judged
+    /// as `plan` judges it.
     pub fn verdict(
         &self,
         mode: Mode,
-        meta: &crate::tools::ToolMeta,
+        name: &str,
+        risk: crate::tools::Risk,
         command: Option<&str>,
     ) -> crate::permissions::Verdict {
-        let mode = if crate::permissions::offered(mode, meta) {
+        let mode = if crate::permissions::offered_risk(mode, risk) {
             mode
         } else {
             Mode::Plan
         };
         let state = lock(&self.state);
-        crate::permissions::evaluate(mode, &state.rules, meta, command)
+        crate::permissions::evaluate_call(mode, &state.rules, name, risk, command)
     }
 
     /// Whether a tool call of this session already has `id` (see

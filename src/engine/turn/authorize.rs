@@ -35,24 +35,40 @@ impl Turn {
                 });
             }
         };
-        let args = match parse_args(&call.name, &value) {
-            Ok(args) => args,
-            Err(text) => {
-                self.announce_unparsed(call, &value);
-                return Some(Prepared::Done {
-                    status: ResultStatus::Failed,
-                    text,
-                });
-            }
+        // A tool of an MCP server: its arguments are whatever its schema asks for, its risk
+        // what the session's definition of the server makes of its annotations.
+        let mcp_tool = self.session.mcp.tool(&call.name);
+        let args = match &mcp_tool {
+            Some(tool) => ToolArgs::Mcp {
+                server: tool.server.clone(),
+                tool: tool.tool.clone(),
+                arguments: value.clone(),
+            },
+            None => match parse_args(&call.name, &value) {
+                Ok(args) => args,
+                Err(text) => {
+                    self.announce_unparsed(call, &value);
+                    return Some(Prepared::Done {
+                        status: ResultStatus::Failed,
+                        text,
+                    });
+                }
+            },
         };
         self.announce(&call.id, &call.name, &value, &args);
-        let Some(meta) = meta_for(&call.name) else {
-            return Some(Prepared::Done {
-                status: ResultStatus::Failed,
-                text: format!("unknown tool {}", call.name),
-            });
+        let (risk, kind) = match &mcp_tool {
+            Some(tool) => (mcp_risk(tool), mcp_kind(tool)),
+            None => match meta_for(&call.name) {
+                Some(meta) => (meta.risk, meta.kind),
+                None => {
+                    return Some(Prepared::Done {
+                        status: ResultStatus::Failed,
+                        text: format!("unknown tool {}", call.name),
+                    })
+                }
+            },
         };
-        let mut verdict = self.session.verdict(mode, meta, args.command());
+        let mut verdict = self.session.verdict(mode, &call.name, risk, args.command());
         // A credential file or a project file that runs code: asked in every mode, each time, with
         // no "always" option.
         let mut asked_each_time = false;
@@ -160,7 +176,7 @@ impl Turn {
         match verdict {
             Verdict::Allow => Some(Prepared::Run {
                 args,
-                risk: meta.risk,
+                risk,
                 plan,
                 edited: None,
             }),
@@ -207,10 +223,11 @@ impl Turn {
                             request_id: request_id.clone(),
                             tool_call_id: call.id.clone(),
                             name: call.name.clone(),
-                            kind: meta.kind,
+                            kind,
                             title: args.title(),
                             reason,
                             arguments: value.clone(),
+                            mcp: args.mcp_ref(),
                             diff: plan.as_ref().map(|p| vec![diff_entry(&p.diff)]),
                             cwd: command
                                 .as_ref()
@@ -324,7 +341,7 @@ impl Turn {
                         let edited = edited_content.filter(|_| plan.is_some());
                         Some(Prepared::Run {
                             args,
-                            risk: meta.risk,
+                            risk,
                             plan,
                             edited,
                         })
@@ -469,4 +486,26 @@ pub(super) fn approval_options(tool: &str, command: Option<&str>) -> Vec<Approva
         command_prefix: None,
     });
     options
+}
+
+/// The risk of an MCP tool: low (no approval, runs beside reads) only when its server's
+/// definition trusts read-only annotations and the tool has one; otherwise external.
+pub(super) fn mcp_risk(tool: &crate::mcp::McpTool) -> Risk {
+    if tool.low_risk {
+        Risk::Low
+    } else {
+        Risk::External
+    }
+}
+
+/// What an MCP tool's card shows it as, from its annotations (the server's word: it only
+/// picks an icon, never a permission).
+pub(super) fn mcp_kind(tool: &crate::mcp::McpTool) -> crate::protocol::ToolKind {
+    if tool.read_only_hint {
+        crate::protocol::ToolKind::Read
+    } else if tool.destructive_hint {
+        crate::protocol::ToolKind::Delete
+    } else {
+        crate::protocol::ToolKind::Other
+    }
 }

@@ -86,11 +86,14 @@ impl Turn {
                                 result: None,
                                 diff: None,
                             });
-                            tokio::spawn(client_fs::read_only(
-                                self.session.workspace.clone(),
-                                self.session.client_fs.clone(),
-                                args,
-                            ))
+                            match args {
+                                ToolArgs::Mcp { .. } => self.spawn_mcp_call(&calls[i], args),
+                                args => tokio::spawn(client_fs::read_only(
+                                    self.session.workspace.clone(),
+                                    self.session.client_fs.clone(),
+                                    args,
+                                )),
+                            }
                         }
                     };
                     handles.push((i, handle));
@@ -320,6 +323,47 @@ impl Turn {
                 self.session.after_side_effect(&call.id);
                 keep_going
             }
+            ToolArgs::Mcp { .. } => {
+                // Another program's side effect: marked started (durably) first, so a crash
+                // never runs it twice.
+                if !self.ready_for_side_effect(call).await {
+                    return true;
+                }
+                let handle = self.spawn_mcp_call(call, args);
+                let abort = handle.abort_handle();
+                let joined = tokio::select! {
+                    biased;
+                    _ = self.cancel.cancelled() => None,
+                    joined = handle => Some(joined),
+                };
+                let keep_going = match joined {
+                    None => {
+                        abort.abort();
+                        self.commit_result(
+                            call,
+                            ResultStatus::Interrupted,
+                            "interrupted by the user while the MCP server ran it; it may have done part of its work".to_owned(),
+                            None,
+                        );
+                        false
+                    }
+                    Some(joined) => {
+                        let outcome = joined.unwrap_or_else(|e| ToolOutcome {
+                            output: format!("the MCP call crashed: {e}"),
+                            is_error: true,
+                        });
+                        let status = if outcome.is_error {
+                            ResultStatus::Failed
+                        } else {
+                            ResultStatus::Completed
+                        };
+                        self.commit_result(call, status, outcome.output, None);
+                        true
+                    }
+                };
+                self.session.after_side_effect(&call.id);
+                keep_going
+            }
             ToolArgs::AskUser { question, choices } => {
                 self.ask(call, question, choices, None).await
             }
@@ -440,5 +484,47 @@ impl Turn {
 pub(super) fn abort_all(early: &mut HashMap<usize, JoinHandle<ToolOutcome>>) {
     for (_, handle) in early.drain() {
         handle.abort();
+    }
+}
+
+impl Turn {
+    /// Run an MCP call as a task: its text comes back as a tool outcome (a tool error for a
+    /// server's `isError`, a timeout or a dead server, each naming the server), its images
+    /// wait in `mcp_images` for the result's commit. The turn's cancel reaches the call.
+    pub(super) fn spawn_mcp_call(
+        &self,
+        call: &ToolCallRecord,
+        args: ToolArgs,
+    ) -> JoinHandle<ToolOutcome> {
+        let hub = self.session.mcp.clone();
+        let cancel = self.cancel.clone();
+        let images = self.mcp_images.clone();
+        let (name, id) = (call.name.clone(), call.id.clone());
+        tokio::spawn(async move {
+            let ToolArgs::Mcp { arguments, .. } = args else {
+                return ToolOutcome {
+                    output: "internal error: not an MCP call".to_owned(),
+                    is_error: true,
+                };
+            };
+            match hub.call(&name, arguments, &cancel).await {
+                Ok(output) => {
+                    if !output.images.is_empty() {
+                        images
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(id, output.images);
+                    }
+                    ToolOutcome {
+                        output: output.text,
+                        is_error: output.is_error,
+                    }
+                }
+                Err(e) => ToolOutcome {
+                    output: e.to_string(),
+                    is_error: true,
+                },
+            }
+        })
     }
 }

@@ -170,6 +170,9 @@ struct Turn {
     /// the batch's share of the context window divided among its calls, so one batch can
     /// never outgrow the window by itself (invariant 9).
     result_share: usize,
+    /// Images MCP tools returned, by tool call id, until their result is committed (a call
+    /// that runs beside reads returns its text through the same task type as a read).
+    mcp_images: Arc<std::sync::Mutex<HashMap<String, Vec<crate::mcp::content::McpImage>>>>,
 }
 
 /// Announce a turn (`turnStarted`, with the model it runs on). The actor calls this as it admits
@@ -222,6 +225,7 @@ async fn drive(
         resume_calls,
         recorded,
         needs_fresh_run: Default::default(),
+        mcp_images: Default::default(),
         refused: HashMap::new(),
         fixed_tokens: 0,
         result_share: usize::MAX,
@@ -236,6 +240,15 @@ impl Turn {
     }
 
     async fn run(&mut self) -> Outcome {
+        // MCP servers still starting get until their startup timeout (an exited one its one
+        // restart) before the first request; a stop does not wait for them.
+        if !self.session.mcp.is_empty() {
+            tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => return Outcome::Interrupted,
+                _ = self.session.mcp.prepare_turn() => {}
+            }
+        }
         let system = self.system_prompt().await;
         // The system prompt and tool schemas ride on every request; about 2,000 tokens.
         self.fixed_tokens = (system.len() as u64).div_ceil(4) + 2_000;
@@ -290,6 +303,8 @@ impl Turn {
             {
                 return outcome;
             }
+            // A server that said its tools changed is listed again at this request boundary.
+            self.session.mcp.refresh_changed().await;
             let request = self.build_request(&system, &model_id, &model, mode, provider.kind());
             match self.stream(provider.as_ref(), request, mode).await {
                 StreamOutcome::Failed {

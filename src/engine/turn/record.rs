@@ -123,6 +123,19 @@ impl Turn {
         let diff_entries = diff.map(|d| vec![diff_entry(d)]);
         let text = fit_result(text, self.result_share);
         let mut message = Message::tool_result(call, status, text.clone(), &self.turn_id);
+        // An MCP tool's images ride in its result; the outbound projection gives them to the
+        // model as it can take them (see `engine::outbound`).
+        let images = self
+            .mcp_images
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&call.id);
+        for image in images.into_iter().flatten() {
+            message.parts.push(crate::engine::history::Part::Image {
+                mime_type: image.mime_type,
+                data: image.data,
+            });
+        }
         if let Some(entries) = &diff_entries {
             message.meta.diff = serde_json::to_value(entries).ok();
         }

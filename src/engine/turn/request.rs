@@ -88,15 +88,34 @@ impl Turn {
             }
             project(&merged, &ctx)
         });
-        let tools: Vec<ToolSpec> = TOOLS
+        let mut tools: Vec<ToolSpec> = TOOLS
             .iter()
             .filter(|t| permissions::offered(mode, t))
             .map(|t| ToolSpec {
-                name: t.name,
-                description: t.description,
+                name: t.name.into(),
+                description: t.description.into(),
                 parameters: t.parameters(),
             })
             .collect();
+        // The session's MCP tools, with their schemas as the servers gave them (each provider
+        // converts what its API rejects); `plan` offers only the low-risk ones.
+        tools.extend(
+            self.session
+                .mcp
+                .tools()
+                .into_iter()
+                .filter(|t| permissions::offered_risk(mode, super::authorize::mcp_risk(t)))
+                .map(|t| ToolSpec {
+                    description: format!(
+                        "{} (a tool of the MCP server `{}`)",
+                        t.description.trim(),
+                        t.server
+                    )
+                    .into(),
+                    name: t.model_name.into(),
+                    parameters: t.input_schema,
+                }),
+        );
         ProviderRequest {
             model: model.name.clone(),
             system: system.to_owned(),

@@ -337,9 +337,15 @@ impl Turn {
             return;
         }
         self.announced.push(id.to_owned());
-        let kind = meta_for(name)
-            .map(|m| m.kind)
-            .unwrap_or(crate::protocol::ToolKind::Other);
+        let kind = match meta_for(name) {
+            Some(meta) => meta.kind,
+            None => self
+                .session
+                .mcp
+                .tool(name)
+                .map(|t| super::authorize::mcp_kind(&t))
+                .unwrap_or(crate::protocol::ToolKind::Other),
+        };
         self.emit(Event::ToolCall {
             tool_call_id: id.to_owned(),
             name: name.to_owned(),
@@ -347,6 +353,7 @@ impl Turn {
             title: args.title(),
             arguments: arguments.clone(),
             locations: args.locations(&self.session.workspace),
+            mcp: args.mcp_ref(),
         });
     }
 
@@ -365,6 +372,7 @@ impl Turn {
             title: call.name.clone(),
             arguments: arguments.clone(),
             locations: None,
+            mcp: None,
         });
     }
 }

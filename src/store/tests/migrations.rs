@@ -32,6 +32,7 @@ async fn migrations_create_the_schema_and_set_user_version() {
         tables,
         [
             "events",
+            "mcp_trust",
             "messages",
             "meta",
             "pending",

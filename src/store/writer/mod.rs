@@ -89,6 +89,7 @@ impl Command {
                 | Command::LoadSession { .. }
                 | Command::EventsSince { .. }
                 | Command::IntegrityCheck { .. }
+                | Command::TrustedMcp { .. }
                 | Command::RecordEvent { json: None, .. }
         )
     }
@@ -119,6 +120,8 @@ impl Writer {
                     | Command::EventsSince { .. }
                     | Command::IntegrityCheck { .. }
                     | Command::Resync { .. }
+                    | Command::TrustMcp { .. }
+                    | Command::TrustedMcp { .. }
             )
         });
         if answers {
@@ -355,6 +358,20 @@ impl Writer {
                 None,
             ),
             Command::IntegrityCheck { reply } => (answer(reply, integrity_check(conn)), None),
+            Command::TrustMcp {
+                cwd,
+                server,
+                definition,
+                trusted_at,
+                reply,
+            } => (
+                answer(
+                    reply,
+                    trust_mcp(conn, &cwd, &server, &definition, trusted_at),
+                ),
+                None,
+            ),
+            Command::TrustedMcp { cwd, reply } => (answer(reply, trusted_mcp(conn, &cwd)), None),
             Command::Resync {
                 record,
                 rows,
@@ -414,6 +431,13 @@ fn skip(command: Command) -> Finish {
         Command::LoadSession { reply, .. } => answer(reply, Ok(None)),
         Command::EventsSince { reply, .. } => answer(reply, Ok(Vec::new())),
         Command::IntegrityCheck { reply } => answer(reply, Ok(String::new())),
+        Command::TrustMcp { reply, .. } => answer(
+            reply,
+            Err(StoreError::Unavailable(
+                "the store did not write the trust; send mcp/trust again".to_owned(),
+            )),
+        ),
+        Command::TrustedMcp { reply, .. } => answer(reply, Ok(Vec::new())),
         Command::Resync { reply, .. } => answer(reply, Ok(())),
         _ => Box::new(|_| ()),
     }

@@ -198,8 +198,39 @@ pub(super) fn apply_write(
         | Command::LoadSession { .. }
         | Command::EventsSince { .. }
         | Command::IntegrityCheck { .. }
+        | Command::TrustMcp { .. }
+        | Command::TrustedMcp { .. }
         | Command::Resync { .. } => ("nothing", Ok(0)),
     }
+}
+
+/// Remember a trusted workspace MCP server (replacing what was trusted under its name).
+pub(super) fn trust_mcp(
+    conn: &Connection,
+    cwd: &str,
+    server: &str,
+    definition: &str,
+    trusted_at: u64,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO mcp_trust (cwd, server, definition, trusted_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (cwd, server) DO UPDATE SET
+             definition = excluded.definition, trusted_at = excluded.trusted_at",
+    )?
+    .execute(params![cwd, server, definition, to_i64(trusted_at)])?;
+    Ok(())
+}
+
+/// The trusted workspace MCP servers of `cwd`.
+pub(super) fn trusted_mcp(
+    conn: &Connection,
+    cwd: &str,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let mut statement = conn.prepare_cached(
+        "SELECT server, definition FROM mcp_trust WHERE cwd = ?1 ORDER BY server",
+    )?;
+    let rows = statement.query_map(params![cwd], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 /// Appends a message row, with its display entry when it is final already (else `NULL`). The

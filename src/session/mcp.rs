@@ -1,0 +1,184 @@
+//! A session's MCP hub, built as the session opens: the config's servers, the ones the client
+//! sent (`mcpServers` of `session/new`, or ACP's load and resume), and the workspace's
+//! `.mcp.json`, whose servers start only if the user trusted that very definition before.
+//!
+//! Invariants: building never waits on a server (the hub starts them after the conversation
+//! exists, so every status reaches the client as an `mcpStatus` event); a definition that
+//! cannot be used is a failed status with its reason, never an error of the session; the
+//! provider keys are never in a server's environment.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::config::mcp::{self as definitions, McpServerConfig, McpSource};
+use crate::engine::EngineContext;
+use crate::mcp::{hub::trust_key, McpHub, McpServerStatus, McpStatus};
+use crate::store::Store;
+use crate::workspace::Workspace;
+
+/// The file of a workspace root that declares its MCP servers (Claude Code's name).
+pub const WORKSPACE_MCP_FILE: &str = ".mcp.json";
+
+fn refused(name: String, source: McpSource, error: String) -> McpServerStatus {
+    McpServerStatus {
+        name,
+        source,
+        status: McpStatus::Failed,
+        tools: Vec::new(),
+        error: Some(error),
+    }
+}
+
+/// The servers of the workspace's `.mcp.json`, read through the workspace (confined to the
+/// root, so a link cannot make tandem read elsewhere), with what could not be used.
+fn workspace_definitions(workspace: &Workspace) -> (Vec<McpServerConfig>, Vec<McpServerStatus>) {
+    let text = workspace
+        .resolve(WORKSPACE_MCP_FILE)
+        .and_then(|path| workspace.read_text_if_exists(&path));
+    let text = match text {
+        Ok(Some(text)) => text,
+        Ok(None) => return (Vec::new(), Vec::new()),
+        Err(e) => {
+            return (
+                Vec::new(),
+                vec![refused(
+                    WORKSPACE_MCP_FILE.to_owned(),
+                    McpSource::Workspace,
+                    format!("cannot read {WORKSPACE_MCP_FILE}: {e}"),
+                )],
+            )
+        }
+    };
+    match definitions::workspace_servers(&text) {
+        Ok(entries) => {
+            let mut servers = Vec::new();
+            let mut bad = Vec::new();
+            for entry in entries {
+                match entry {
+                    Ok(server) => servers.push(server),
+                    Err(e) => bad.push(refused(e.name.clone(), McpSource::Workspace, e.message)),
+                }
+            }
+            (servers, bad)
+        }
+        Err(why) => (
+            Vec::new(),
+            vec![refused(
+                WORKSPACE_MCP_FILE.to_owned(),
+                McpSource::Workspace,
+                format!("{WORKSPACE_MCP_FILE} is not usable: {why}"),
+            )],
+        ),
+    }
+}
+
+/// The hub of a session in `workspace`, with the client's `session_servers` (ACP's
+/// `McpServer` shape). Nothing starts yet (see [`McpHub::start`]).
+pub async fn build_hub(
+    engine: &EngineContext,
+    store: Option<&Store>,
+    workspace: &Workspace,
+    session_servers: &[Value],
+) -> Arc<McpHub> {
+    let mut servers: Vec<McpServerConfig> = engine.config.mcp_servers.clone();
+    let mut refused_servers = Vec::new();
+    for value in session_servers {
+        match definitions::session_server(value) {
+            Ok(server) => servers.push(server),
+            Err(e) => refused_servers.push(refused(e.name.clone(), McpSource::Session, e.message)),
+        }
+    }
+    let reading = workspace.clone();
+    let (workspace_servers, workspace_refused) =
+        tokio::task::spawn_blocking(move || workspace_definitions(&reading))
+            .await
+            .unwrap_or_default();
+    let cwd = workspace.roots()[0].display().to_string();
+    let trusted: Vec<(String, String)> = if workspace_servers.is_empty() {
+        Vec::new()
+    } else {
+        match store {
+            Some(store) => store.trusted_mcp(&cwd).await.unwrap_or_else(|e| {
+                tracing::warn!("cannot read which MCP servers of {cwd} are trusted: {e}");
+                Vec::new()
+            }),
+            None => Vec::new(),
+        }
+    };
+    servers.extend(workspace_servers);
+    refused_servers.extend(workspace_refused);
+    let never: Vec<String> = engine
+        .config
+        .providers
+        .values()
+        .filter_map(|p| p.api_key_env.clone())
+        .collect();
+    McpHub::new(
+        servers,
+        refused_servers,
+        &|server| {
+            let key = trust_key(server);
+            trusted
+                .iter()
+                .any(|(name, definition)| *name == server.name && *definition == key)
+        },
+        workspace.roots()[0].clone(),
+        never,
+    )
+}
+
+/// Trust workspace server `server` of `hub` (remembered for the folder in `store`) and start
+/// it. Errors name the server and the next step.
+pub async fn trust(
+    hub: &McpHub,
+    store: Option<&Store>,
+    workspace: &Workspace,
+    server: &str,
+) -> Result<(), String> {
+    let definition = hub.trust(server)?;
+    if let Some(store) = store {
+        let cwd = workspace.roots()[0].display().to_string();
+        store
+            .trust_mcp(
+                &cwd,
+                server,
+                &trust_key(&definition),
+                crate::engine::history::now_ms(),
+            )
+            .await
+            .map_err(|e| {
+                format!("`{server}` starts for this session, but the store could not remember the trust ({e}); send mcp/trust again")
+            })?;
+    }
+    Ok(())
+}
+
+/// What a status change tells the client: the `mcpStatus` event.
+pub fn status_event(hub: &McpHub, status: &McpServerStatus) -> crate::protocol::Event {
+    let tools = (status.status == McpStatus::Ready).then(|| {
+        hub.statuses()
+            .into_iter()
+            .find(|s| s.name == status.name)
+            .map(|s| s.tools)
+            .unwrap_or_default()
+    });
+    crate::protocol::Event::McpStatus {
+        server: status.name.clone(),
+        status: wire_state(status.status),
+        tools,
+        error: status.error.clone(),
+    }
+}
+
+/// The wire's name for a status.
+pub fn wire_state(status: McpStatus) -> crate::protocol::McpServerState {
+    use crate::protocol::McpServerState as Wire;
+    match status {
+        McpStatus::Starting => Wire::Starting,
+        McpStatus::Ready => Wire::Ready,
+        McpStatus::Failed => Wire::Failed,
+        McpStatus::Exited => Wire::Exited,
+        McpStatus::Untrusted => Wire::Untrusted,
+    }
+}
