@@ -36,7 +36,8 @@
 //! suite used did: a role chunk first, a finish reason at the end when none was given
 //! (`tool_calls` after a tool call, else `stop`), usage when none was given (prompt tokens 100 +
 //! the request's 1-based number, completion tokens one per word of text + 1), then `[DONE]`.
-//! An unknown step or key is an error naming the response and step.
+//! An unknown step or key is an error naming the response and step. An empty object stands for
+//! an empty list wherever a list is expected (Lua's JSON encoder writes `{}` for both).
 
 use std::fmt;
 use std::time::Duration;
@@ -84,7 +85,13 @@ pub fn parse_responses(
     gate: &mut dyn FnMut(&str) -> Gate,
     first_number: usize,
 ) -> Result<Vec<Script>, ScriptError> {
-    let Some(list) = value.as_array() else {
+    // Lua's JSON encoder (the Neovim suite's) writes an empty list as `{}`.
+    let nothing = Vec::new();
+    let list = match value {
+        Value::Object(map) if map.is_empty() => Some(&nothing),
+        other => other.as_array(),
+    };
+    let Some(list) = list else {
         return Err(ScriptError {
             response: 0,
             step: None,
@@ -137,6 +144,8 @@ fn parse_response(
             let steps = match map.get("steps") {
                 None => &[][..],
                 Some(Value::Array(steps)) => steps.as_slice(),
+                // Lua's empty list again.
+                Some(Value::Object(map)) if map.is_empty() => &[][..],
                 Some(other) => {
                     return Err(err(format!("`steps` is a list, got {}", kind_of(other))))
                 }

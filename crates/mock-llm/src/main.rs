@@ -85,9 +85,18 @@ async fn run() -> Result<(), String> {
             format!("the script {}: {e}", path.display())
         })?;
     }
+    // Framed like a scripted `[{"text": …}]` response: one text delta, `stop`, the per-request usage.
+    let empty_queue_answer = json_script::parse_responses(
+        &serde_json::json!([[{ "text": EMPTY_QUEUE_TEXT }]]),
+        &mut |_| Default::default(),
+        1,
+    )
+    .ok()
+    .and_then(|mut scripts| scripts.pop())
+    .unwrap_or_else(|| Script::text_reply(EMPTY_QUEUE_TEXT));
     let mut builder = MockLlm::builder()
         .serve_model_list()
-        .when_empty(Script::text_reply(EMPTY_QUEUE_TEXT));
+        .when_empty(empty_queue_answer);
     if let Some(log) = args.log {
         builder = builder.request_log(log);
     }
