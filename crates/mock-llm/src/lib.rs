@@ -59,6 +59,9 @@ use play::{play, Outcome, PlayContext};
 /// Picks the answer to a request from the request itself (see [`MockLlm::start_responding`]).
 pub type Responder = Arc<dyn Fn(&IncomingRequest<'_>) -> Script + Send + Sync>;
 
+/// Told of every change to the record of a request (see [`MockBuilder::on_record`]).
+pub type RecordHook = Arc<dyn Fn(usize, &RecordedRequest) + Send + Sync>;
+
 #[derive(Default)]
 struct State {
     queue: VecDeque<Script>,
@@ -78,6 +81,7 @@ struct Options {
     when_empty: Option<Script>,
     serve_model_list: bool,
     request_log: Option<PathBuf>,
+    on_record: Option<RecordHook>,
 }
 
 struct Shared {
@@ -100,6 +104,17 @@ impl Shared {
         let r = f(&mut self.lock());
         self.version.send_modify(|v| *v += 1);
         r
+    }
+
+    /// Changes the record of request `index` and tells the record hook, under the lock, so the
+    /// hook sees the changes in the order they were made.
+    fn update_request(&self, index: usize, f: impl FnOnce(&mut RecordedRequest)) {
+        self.update(|st| {
+            f(&mut st.requests[index]);
+            if let Some(hook) = &self.options.on_record {
+                hook(index, &st.requests[index]);
+            }
+        });
     }
 
     fn gate_named(&self, name: &str) -> Gate {
@@ -141,6 +156,18 @@ impl MockBuilder {
     /// Appends each model request's body as one JSON line to this file before answering.
     pub fn request_log(mut self, path: PathBuf) -> MockBuilder {
         self.options.request_log = Some(path);
+        self
+    }
+
+    /// Calls `hook` with the index and record of a request when it is recorded (before it is
+    /// answered) and when it ends (finished or cancelled), in that order, under the mock's lock.
+    /// The CLI prints these as lines, so a client process learns of a request before the model
+    /// client can see its answer.
+    pub fn on_record(
+        mut self,
+        hook: impl Fn(usize, &RecordedRequest) + Send + Sync + 'static,
+    ) -> MockBuilder {
+        self.options.on_record = Some(Arc::new(hook));
         self
     }
 
@@ -469,7 +496,11 @@ async fn handle_connection(mut stream: TcpStream, shared: Arc<Shared>) {
             cancelled: false,
             finished: false,
         });
-        (st.requests.len() - 1, script, log_error)
+        let index = st.requests.len() - 1;
+        if let Some(hook) = &shared.options.on_record {
+            hook(index, &st.requests[index]);
+        }
+        (index, script, log_error)
     });
     if let Some(e) = log_error {
         eprintln!("mock LLM: could not append request #{index} to the request log: {e}");
@@ -527,7 +558,7 @@ async fn handle_connection(mut stream: TcpStream, shared: Arc<Shared>) {
     match play(&mut stream, &script, &context).await {
         Outcome::Finished { sent } => {
             let _ = stream.shutdown().await;
-            shared.update(|st| st.requests[index].finished = true);
+            shared.update_request(index, |r| r.finished = true);
             if let Some(deltas) = script.steps.iter().find_map(|s| match s {
                 Step::Deltas(d) => Some(d),
                 _ => None,
@@ -538,14 +569,14 @@ async fn handle_connection(mut stream: TcpStream, shared: Arc<Shared>) {
             }
         }
         Outcome::Cancelled => {
-            shared.update(|st| st.requests[index].cancelled = true);
+            shared.update_request(index, |r| r.cancelled = true);
         }
         Outcome::Disconnect => {
             // A zero linger turns close() into a RST, which the client sees as a broken
             // connection rather than a clean end of body.
             let _ = stream.set_zero_linger();
             drop(stream);
-            shared.update(|st| st.requests[index].finished = true);
+            shared.update_request(index, |r| r.finished = true);
         }
     }
 }

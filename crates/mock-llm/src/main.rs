@@ -2,7 +2,7 @@
 //! (the Neovim and VS Code suites).
 //!
 //! ```text
-//! tandem-mock-llm [--script RESPONSES.json] [--log REQUESTS.jsonl] [--port 0]
+//! tandem-mock-llm [--script RESPONSES.json] [--log REQUESTS.jsonl] [--port 0] [--stream-requests]
 //! ```
 //!
 //! It listens on 127.0.0.1 (`--port`, default 0: a free port), prints the port as its first
@@ -14,19 +14,26 @@
 //! mock the Neovim suite used to run did, so an extra request shows in the chat instead of
 //! failing the turn. A script it cannot read is an error naming the response and step, and a
 //! non-zero exit before the port line.
+//!
+//! With `--stream-requests`, every change to the record of a model request follows on stdout as
+//! one JSON line, `{"index": I, "request": {dialect, method, path, headers, body, scripted,
+//! rejected, aborted, finished}}`: when it arrives (written before its answer starts) and when it
+//! ends. A client that mirrors these lines knows of a request before the program under test can
+//! see its answer, which a long-poll of `GET /_mock/requests` cannot promise (between two polls
+//! nothing is listening).
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
     reason = "a command-line program: its port line on stdout and its errors on stderr are the point"
 )]
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use tandem_mock_llm::{json_script, MockLlm, Script};
 
-const USAGE: &str =
-    "usage: tandem-mock-llm [--script RESPONSES.json] [--log REQUESTS.jsonl] [--port PORT]";
+const USAGE: &str = "usage: tandem-mock-llm [--script RESPONSES.json] [--log REQUESTS.jsonl] [--port PORT] [--stream-requests]";
 
 /// The text of the answer to a request the queue does not cover.
 const EMPTY_QUEUE_TEXT: &str = "(mock: no scripted response left)";
@@ -35,6 +42,7 @@ struct Args {
     script: Option<PathBuf>,
     log: Option<PathBuf>,
     port: u16,
+    stream_requests: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -42,6 +50,7 @@ fn parse_args() -> Result<Args, String> {
         script: None,
         log: None,
         port: 0,
+        stream_requests: false,
     };
     let mut it = std::env::args_os().skip(1);
     while let Some(arg) = it.next() {
@@ -59,6 +68,7 @@ fn parse_args() -> Result<Args, String> {
                     .and_then(|p| p.parse().ok())
                     .ok_or_else(|| format!("--port needs a port number, got {port:?}"))?;
             }
+            Some("--stream-requests") => args.stream_requests = true,
             Some("-h" | "--help") => return Err(USAGE.to_owned()),
             _ => return Err(format!("unknown argument {arg:?}\n{USAGE}")),
         }
@@ -99,6 +109,15 @@ async fn run() -> Result<(), String> {
         .when_empty(empty_queue_answer);
     if let Some(log) = args.log {
         builder = builder.request_log(log);
+    }
+    // The port line must come first: the hook only runs for requests, which need the port.
+    if args.stream_requests {
+        builder = builder.on_record(|index, request| {
+            let line = serde_json::json!({"index": index, "request": request.to_json()});
+            let mut out = std::io::stdout().lock();
+            // A reader that went away is the end of the test that started us, not an error here.
+            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+        });
     }
     let mock = builder
         .start_on(args.port)

@@ -35,20 +35,24 @@ fn command(args: &[&str]) -> Command {
 
 /// Starts the binary and reads the port from its first stdout line.
 fn start(args: &[&str]) -> Cli {
+    start_reading(args).0
+}
+
+/// Starts the binary; the rest of its stdout after the port line.
+fn start_reading(args: &[&str]) -> (Cli, BufReader<std::process::ChildStdout>) {
     let mut child = command(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn tandem-mock-llm");
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .expect("read the port line");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdout.read_line(&mut line).expect("read the port line");
     let port = line
         .trim()
         .parse()
         .unwrap_or_else(|_| panic!("the first stdout line is the port, got {line:?}"));
-    Cli { child, port }
+    (Cli { child, port }, stdout)
 }
 
 /// One HTTP/1.1 request on its own connection; (status, body) once the server closes it.
@@ -276,5 +280,32 @@ fn a_bad_script_fails_at_start_naming_the_response_and_step() {
     assert!(
         stderr.contains("response 1, step 1: unknown step `bogus`"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn stream_requests_prints_each_record_when_it_arrives_and_when_it_ends() {
+    let (cli, mut stdout) = start_reading(&["--stream-requests"]);
+    let (status, _) = http(cli.port, "POST", CHAT, &chat_body("recorded"));
+    assert_eq!(status, 200);
+    let mut next = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("a record line");
+        json_of(&line)
+    };
+    let arrived = next();
+    assert_eq!(arrived["index"], 0);
+    assert_eq!(
+        arrived["request"]["body"]["messages"][0]["content"],
+        "recorded"
+    );
+    assert_eq!(
+        arrived["request"]["finished"], false,
+        "written before the answer"
+    );
+    let ended = next();
+    assert_eq!(
+        (ended["index"].clone(), ended["request"]["finished"].clone()),
+        (json!(0), json!(true))
     );
 }
