@@ -503,7 +503,9 @@ impl RecordedRequest {
 #[derive(Debug)]
 pub struct IncomingRequest<'a> {
     pub dialect: Dialect,
-    /// 0-based, counting every model request the mock received.
+    /// How many model requests were recorded before this one: its 0-based index when requests
+    /// do not overlap (a responder runs before the request is recorded, so two concurrent ones
+    /// may see the same number).
     pub index: usize,
     pub path: &'a str,
     pub headers: &'a [(String, String)],
