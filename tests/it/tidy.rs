@@ -323,7 +323,7 @@ fn names(line: &str, path: &str) -> bool {
 #[test]
 fn every_rust_file_opens_with_a_module_doc() {
     let mut missing = Vec::new();
-    for dir in ["src", "tests", "examples", "fuzz"] {
+    for dir in ["src", "tests", "examples", "fuzz", "crates"] {
         for path in rust_files(dir) {
             let text = std::fs::read_to_string(&path).unwrap();
             if !text.starts_with("//!") {

@@ -4,6 +4,10 @@ local h = {}
 h.root = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h:h')
 h.bin = vim.env.TANDEM_BIN
 assert(h.bin and vim.fn.executable(h.bin) == 1, 'TANDEM_BIN must point at a built tandem binary (scripts/test sets it)')
+-- The workspace's one mock LLM (crates/mock-llm), built beside the tandem binary.
+h.mock_bin = vim.env.TANDEM_MOCK_LLM_BIN or (vim.fn.fnamemodify(h.bin, ':h') .. '/tandem-mock-llm')
+assert(vim.fn.executable(h.mock_bin) == 1,
+  'TANDEM_MOCK_LLM_BIN must point at a built tandem-mock-llm binary (scripts/test builds it), tried ' .. h.mock_bin)
 
 h.TIMEOUT = tonumber(vim.env.TANDEM_TEST_TIMEOUT or '') or 15000
 
@@ -146,7 +150,8 @@ function h.message_text(req, role)
   return table.concat(parts, '\n')
 end
 
---- Start the mock LLM with a list of scripted responses; returns { port, log, proc }.
+--- Start the mock LLM (the tandem-mock-llm binary) with a list of scripted responses; returns { port, log, proc }.
+--- Each response is a list of steps (see the JSON form in crates/mock-llm/src/json_script.rs).
 function h.start_mock(responses, dir)
   local script = dir .. '/responses.json'
   h.write(script, vim.json.encode(responses))
@@ -154,7 +159,7 @@ function h.start_mock(responses, dir)
   h.write(log, '')
   local mock = { log = log }
   local buffer = ''
-  mock.proc = vim.system({ 'python3', h.root .. '/tests/mock_llm.py', '--script', script, '--log', log }, {
+  mock.proc = vim.system({ h.mock_bin, '--script', script, '--log', log }, {
     stdout = function(_, data)
       if data then
         buffer = buffer .. data
@@ -164,10 +169,15 @@ function h.start_mock(responses, dir)
         end
       end
     end,
-    stderr = function() end,
+    stderr = function(_, data)
+      -- Kept for the timeout message: a script the mock refuses is named there.
+      if data then
+        mock.stderr = (mock.stderr or '') .. data
+      end
+    end,
   })
   h.wait(function()
-    return mock.port
+    return mock.port or (mock.stderr and mock.stderr:find('tandem-mock-llm: ', 1, true) and error(mock.stderr))
   end, 'the mock LLM to print its port', 10000)
   return mock
 end

@@ -1,9 +1,16 @@
-// A scripted OpenAI-compatible chat-completions server for tests: node http on 127.0.0.1:0 answering
-// POST /v1/chat/completions with SSE chunks from a queue of responses. It records request bodies, can hold
-// a stream open (delays, or until the test releases it) to let a test stop mid-stream, and notices when the
-// client closes the socket.
+// A client of the workspace's one mock LLM (crates/mock-llm): it spawns the `tandem-mock-llm` binary
+// ($TANDEM_MOCK_LLM_BIN, or beside $TANDEM_BIN, or <repo>/target/debug/tandem-mock-llm), which serves
+// POST /v1/chat/completions on 127.0.0.1 with SSE chunks from a queue of responses, and drives it through
+// its control endpoints: responses are queued with POST /_mock/enqueue and `{ until: promise }` steps pause
+// on a named gate this client opens when the promise resolves. `requests` mirrors what the mock recorded
+// (body, headers, aborted) from the lines `--stream-requests` prints: the mock writes a request's line
+// before it answers it, so a test that saw the answer's effects finds the request here (a long-poll of
+// GET /_mock/requests could lag, since between two polls nothing listens).
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import * as path from 'node:path';
+import * as readline from 'node:readline';
 
 export type Step =
   | { text: string }
@@ -24,19 +31,30 @@ export interface RecordedRequest {
   body: any;
   /** The request's headers (lower-case names), e.g. the authorization the server sent. */
   headers: http.IncomingHttpHeaders;
-  /** True once the client closed the connection before we finished the stream. */
+  /** True once the client closed the connection before the mock finished the stream. */
   aborted: boolean;
 }
 
 export const say = (text: string): Step => ({ text });
 export const call = (id: string, name: string, args: unknown, split = 2): Step => ({ toolCall: { id, name, arguments: args }, split });
 
+const REPO_ROOT = path.resolve(__dirname, '..', '..', '..', '..');
+
+/** The mock binary: $TANDEM_MOCK_LLM_BIN, else beside $TANDEM_BIN, else the workspace's debug build. */
+export function mockLlmBin(): string {
+  if (process.env.TANDEM_MOCK_LLM_BIN) return process.env.TANDEM_MOCK_LLM_BIN;
+  const dir = process.env.TANDEM_BIN ? path.dirname(process.env.TANDEM_BIN) : path.join(REPO_ROOT, 'target', 'debug');
+  return path.join(dir, 'tandem-mock-llm');
+}
+
 export class MockLlm {
+  /** What the mock recorded, oldest first; updated in place as the mock reports changes. */
   readonly requests: RecordedRequest[] = [];
-  private readonly queue: ScriptedResponse[] = [];
-  private server?: http.Server;
-  private readonly waiters: (() => void)[] = [];
   port = 0;
+  private proc?: ChildProcess;
+  private gates = 0;
+  private closed = false;
+  private failure?: Error;
 
   get baseUrl(): string {
     return `http://127.0.0.1:${this.port}/v1`;
@@ -57,90 +75,89 @@ export class MockLlm {
     ].join('\n');
   }
 
-  enqueue(...responses: ScriptedResponse[]): void {
-    this.queue.push(...responses);
+  /** Queues responses; resolves once the mock has them, so await it before the prompt that takes them. */
+  async enqueue(...responses: ScriptedResponse[]): Promise<void> {
+    const answer = await this.call('POST', '/_mock/enqueue', JSON.stringify(responses.map((r) => this.toJson(r))));
+    if (answer.status !== 200) throw new Error(`the mock refused the responses: ${answer.body}`);
   }
 
   /** Resolves once `n` requests have arrived (a condition to await instead of sleeping). */
   waitForRequests(n: number, timeoutMs = 10_000): Promise<void> {
-    return waitFor(() => this.requests.length >= n, timeoutMs, `${n} LLM requests (got ${this.requests.length})`);
+    return waitFor(() => {
+      if (this.failure) throw this.failure;
+      return this.requests.length >= n;
+    }, timeoutMs, `${n} LLM requests (got ${this.requests.length})`);
   }
 
   async start(): Promise<this> {
-    this.server = http.createServer((req, res) => void this.handle(req, res));
-    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
-    this.port = (this.server.address() as AddressInfo).port;
+    const bin = mockLlmBin();
+    if (!fs.existsSync(bin)) throw new Error(`tandem-mock-llm not found at ${bin}: run "cargo build --workspace --bins" in ${REPO_ROOT} or set TANDEM_MOCK_LLM_BIN`);
+    const proc = spawn(bin, ['--stream-requests'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc = proc;
+    // The mock's stderr names requests it refused the way the vendor would: worth seeing beside a failure.
+    proc.stderr!.on('data', (chunk: Buffer) => process.stderr.write(`tandem-mock-llm: ${chunk}`));
+    const lines = readline.createInterface({ input: proc.stdout! });
+    this.port = await new Promise<number>((resolve, reject) => {
+      proc.once('error', reject);
+      proc.once('exit', (code) => reject(new Error(`tandem-mock-llm exited (${code}) before printing its port`)));
+      lines.once('line', (line) => resolve(Number(line.trim())));
+    });
+    // Every later line is one request's record: {index, request: {body, headers, aborted, ...}}.
+    lines.on('line', (line) => {
+      const { index, request } = JSON.parse(line) as { index: number; request: { body: any; headers: http.IncomingHttpHeaders; aborted: boolean } };
+      this.requests[index] = { body: request.body, headers: request.headers, aborted: request.aborted };
+    });
+    proc.once('exit', (code, signal) => {
+      if (!this.closed) this.failure = new Error(`tandem-mock-llm exited (${code ?? signal}) during the test`);
+    });
     return this;
   }
 
   async close(): Promise<void> {
-    if (!this.server) return;
-    this.server.closeAllConnections?.();
-    await new Promise<void>((r) => this.server!.close(() => r()));
+    if (!this.proc || this.closed) return;
+    this.closed = true;
+    const proc = this.proc;
+    const exited = new Promise<void>((r) => (proc.exitCode !== null ? r() : proc.once('exit', () => r())));
+    proc.kill('SIGTERM');
+    await exited;
   }
 
-  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
-      res.writeHead(404, { 'Content-Type': 'application/json' }).end(JSON.stringify({ error: { message: `mock: no route ${req.method} ${req.url}` } }));
-      return;
-    }
-    let raw = '';
-    for await (const chunk of req) raw += chunk;
-    const rec: RecordedRequest = { body: JSON.parse(raw), headers: req.headers, aborted: false };
-    this.requests.push(rec);
-    let closed = false;
-    let onClosed!: () => void;
-    const closedPromise = new Promise<void>((r) => (onClosed = r));
-    // 'close' on the response before we ended it means the client hung up (e.g. the turn was stopped).
-    res.on('close', () => {
-      if (!res.writableEnded) {
-        closed = true;
-        rec.aborted = true;
+  /** The JSON form of a response (crates/mock-llm/src/json_script.rs); a promise step becomes a gate. */
+  private toJson(response: ScriptedResponse): object {
+    const steps = response.steps.map((step) => {
+      if ('toolCall' in step) return { tool_call: step.toolCall };
+      if ('delayMs' in step) return { delay_ms: step.delayMs };
+      if ('until' in step) {
+        const name = `until-${++this.gates}`;
+        void step.until.then(() => this.openGate(name));
+        return { wait: name };
       }
-      onClosed();
+      return step;
     });
-    const script = this.queue.shift() ?? { steps: [say('(mock: no scripted response left)')] };
-    if (script.status) {
-      res.writeHead(script.status, { 'Content-Type': 'application/json' }).end(JSON.stringify({ error: { message: 'mock provider error' } }));
-      return;
-    }
-    res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', Connection: 'keep-alive' });
-    const id = `chatcmpl-${this.requests.length}`;
-    const send = (delta: object, finish: string | null = null, extra: object = {}) => {
-      if (closed) return;
-      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 0, model: 'mock-model', choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`);
-    };
-    let toolIndex = 0;
-    let finished = false;
-    let sawTool = false;
-    for (const step of script.steps) {
-      if (closed) break;
-      if ('text' in step) send({ role: 'assistant', content: step.text });
-      else if ('reasoning' in step) send({ reasoning_content: step.reasoning });
-      else if ('toolCall' in step) {
-        sawTool = true;
-        const args = JSON.stringify(step.toolCall.arguments);
-        // Split the arguments across chunks the way real providers do.
-        const parts = Math.max(1, step.split ?? 1);
-        const size = Math.ceil(args.length / parts);
-        for (let p = 0; p < parts; p++) {
-          const piece = args.slice(p * size, (p + 1) * size);
-          const fn = p === 0 ? { name: step.toolCall.name, arguments: piece } : { arguments: piece };
-          send({ tool_calls: [{ index: toolIndex, ...(p === 0 ? { id: step.toolCall.id, type: 'function' } : {}), function: fn }] });
-        }
-        toolIndex++;
-      } else if ('delayMs' in step) await Promise.race([new Promise((r) => setTimeout(r, step.delayMs)), closedPromise]);
-      else if ('until' in step) await Promise.race([step.until, closedPromise]);
-      else if ('finish' in step) {
-        send({}, step.finish);
-        finished = true;
-      }
-    }
-    if (closed) return;
-    if (!finished) send({}, sawTool ? 'tool_calls' : 'stop');
-    const usage = script.usage ?? { prompt_tokens: 10, completion_tokens: 5 };
-    if (!closed) res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 0, model: 'mock-model', choices: [], usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens } })}\n\n`);
-    if (!closed) res.end('data: [DONE]\n\n');
+    if (response.status) return { status: response.status };
+    // The usage this mock always reported unless told otherwise.
+    return { steps, usage: response.usage ?? { prompt_tokens: 10, completion_tokens: 5 } };
+  }
+
+  private async openGate(name: string): Promise<void> {
+    if (this.closed) return;
+    await this.call('POST', `/_mock/gates/${name}/open`).catch((e) => {
+      if (!this.closed) this.failure = e instanceof Error ? e : new Error(String(e));
+    });
+  }
+
+  private call(method: string, urlPath: string, body = ''): Promise<{ status: number; body: string }> {
+    return new Promise((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port: this.port, method, path: urlPath, headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) }, agent: false }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
   }
 }
 

@@ -1,5 +1,5 @@
-//! Shared integration-test support: a scripted OpenAI-compatible mock LLM and a client that
-//! drives the real `tandem` binary over real pipes.
+//! Shared integration-test support: the workspace's scripted mock LLM (`crates/mock-llm`,
+//! re-exported by `mock_llm.rs`) and a client that drives the real `tandem` binary over real pipes.
 //!
 //! `tests/it/main.rs` declares it once for every test module. The `allow`s below cover helpers
 //! kept for interactive debugging and the editor suites' needs that no module calls today.
@@ -13,28 +13,17 @@ pub mod canary;
 pub mod mock_llm;
 pub mod tandem;
 
-use std::time::Duration;
-
 pub use canary::Canary;
+// The guard timeout for every wait in the harness is the mock crate's, so the mock's own waits
+// and the harness's agree (10 s, or `TANDEM_TEST_TIMEOUT_SECS`).
 pub use mock_llm::{
-    Dialect, Gate, MockLlm, RecordedRequest, Script, Step, HELPER_USAGE, NO_SCRIPT_MESSAGE,
+    wait_timeout, Dialect, Gate, MockLlm, RecordedRequest, Script, Step, HELPER_USAGE,
+    NO_SCRIPT_MESSAGE,
 };
 pub use tandem::{
     assert_seq_contiguous, assert_seq_gap_free, config_for, config_with, frame, read_message,
     Framing, RpcError, Tandem, TandemOptions,
 };
-
-/// The guard timeout for every wait in the harness.
-///
-/// Generous enough for a debug build on a loaded 2-core machine, short enough that a hang
-/// fails fast. `TANDEM_TEST_TIMEOUT_SECS` overrides it (for example under a debugger).
-pub fn wait_timeout() -> Duration {
-    std::env::var("TANDEM_TEST_TIMEOUT_SECS")
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-        .map(Duration::from_secs)
-        .unwrap_or(Duration::from_secs(10))
-}
 
 /// A fresh temporary directory to use as a session's workspace (`cwd`).
 ///

@@ -376,7 +376,7 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
 
   // ---- 1: prompt, streamed Markdown, diff review, edit the proposal, Allow from the editor title --------
   const hold1 = gate();
-  llm.enqueue(
+  await llm.enqueue(
     { steps: [say('Hello from the **mock** model. '), { until: hold1.promise }, say('I will write a note.'), call('call_e2e_1', 'write_file', { path: 'e2e-note.md', content: '# proposed by the agent\n' })] },
     { steps: [say('The note is written.')] },
   );
@@ -427,7 +427,7 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
 
   // ---- 1b: a review opening while the user types in another editor takes no keystroke ----------------------
   const hold1b = gate();
-  llm.enqueue(
+  await llm.enqueue(
     { steps: [say('Writing the focus note.'), { until: hold1b.promise }, call('call_e2e_focus', 'write_file', { path: 'focus-note.md', content: '# focus proposal\nline two\n' })] },
     { steps: [say('The focus note is written.')] },
   );
@@ -481,7 +481,7 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
   await screenshot(page, 'focus-allowed');
 
   // ---- 1c: an edit applied without asking (autoEdit) shows its diff in the chat -----------------------------
-  llm.enqueue(
+  await llm.enqueue(
     { steps: [call('call_e2e_auto', 'write_file', { path: 'README.md', content: '# e2e workspace\nadded by autoEdit\n' })] },
     { steps: [say('Auto edit done.')] },
   );
@@ -521,7 +521,7 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
 
   // ---- 2: a prompt stopped mid-stream -----------------------------------------------------------------
   const hold2 = gate();
-  llm.enqueue({ steps: [say('This answer is streaming slowly'), { until: hold2.promise }, say(' and never finishes')] });
+  await llm.enqueue({ steps: [say('This answer is streaming slowly'), { until: hold2.promise }, say(' and never finishes')] });
   const before2 = llm.requests.length;
   await check('a second prompt is stopped mid-stream with the Stop button', async () => {
     await c.locator('[data-testid=prompt]').fill('Talk slowly');
@@ -540,7 +540,7 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
   await screenshot(page, 'stopped');
 
   // ---- 3: a write denied with a reason from the chat card ------------------------------------------------
-  llm.enqueue(
+  await llm.enqueue(
     { steps: [say('Let me replace the README.'), call('call_e2e_3', 'write_file', { path: 'README.md', content: 'overwritten\n' })] },
     { steps: [say('Understood, I left README.md alone.')] },
   );
@@ -569,7 +569,7 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
   await screenshot(page, 'denied');
 
   // ---- 3b: per-hunk reject: revert one of two changes in the proposal, allow the other ------------------------
-  llm.enqueue(
+  await llm.enqueue(
     { steps: [call('call_e2e_hunks', 'write_file', { path: 'hunks.txt', content: 'one\nTWO\nthree\nfour\nfive\nSIX\nseven\n' })] },
     { steps: [say('Hunks handled.')] },
   );
@@ -603,7 +603,7 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
   });
 
   // ---- a shell approval: its header, and steering while it waits ---------------------------------------------
-  llm.enqueue({ steps: [call('call_e2e_shell', 'shell', { command: 'echo from-the-agent' })] }, { steps: [say('Not running it.')] });
+  await llm.enqueue({ steps: [call('call_e2e_shell', 'shell', { command: 'echo from-the-agent' })] }, { steps: [say('Not running it.')] });
   await check('a shell approval shows the command as code in a readable header; a steer sent while it waits says it is queued', async () => {
     await c.locator('[data-testid=prompt]').fill('Run echo');
     await c.locator('[data-testid=prompt]').press('Enter');
@@ -645,7 +645,7 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
     await c.locator('[data-testid=model]', { hasText: 'mock' }).waitFor();
     await c.locator('[data-testid=turn-state][data-state=idle]').waitFor();
     expectCounts({ launches: 1, sessionNew: 1 });
-    llm.enqueue({ steps: [say('A fresh start.')] });
+    await llm.enqueue({ steps: [say('A fresh start.')] });
     await c.locator('[data-testid=prompt]').fill('Start over');
     await c.locator('[data-testid=prompt]').press('Enter');
     await c.locator('[data-testid=assistant-message]', { hasText: 'A fresh start.' }).waitFor();
@@ -659,7 +659,7 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
   await screenshot(page, 'new-session');
 
   // ---- @-mention a file from the prompt box -------------------------------------------------------------------
-  llm.enqueue({ steps: [say('The README has a heading.')] });
+  await llm.enqueue({ steps: [say('The README has a heading.')] });
   await check('@ in the prompt box opens a file picker; the picked file reaches the model; the context gauge shows the window', async () => {
     const box = c.locator('[data-testid=prompt]');
     await box.click();
@@ -692,7 +692,7 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
 
   /** Streams `lines` as one answer, one line per chunk, and returns the CPU it cost (recorded in `file`). */
   const streamMeasured = async (lines: string[], prompt: string, file: string, end: string) => {
-    llm.enqueue({ steps: [...lines.map((l) => say(`${l}\n`)), say(end)] });
+    await llm.enqueue({ steps: [...lines.map((l) => say(`${l}\n`)), say(end)] });
     const measure = () => {
       const browser = measured.browserPid();
       const chromiumPids = browser ? processTree(browser) : [];
@@ -757,7 +757,7 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
   });
 
   // ---- Configure Model: the config for a provider kind, the key in SecretStorage and the server's environment --
-  llm.enqueue({ steps: [say('Configured and answering.')] });
+  await llm.enqueue({ steps: [say('Configured and answering.')] });
   await check('Configure Model writes the config for the chosen kind, keeps the key out of it, and the server gets the key', async () => {
     const launchesBefore = launches();
     await runPalette(page, 'tandem: Configure Model');

@@ -183,7 +183,7 @@ describe('the extension in a fake VS Code host', () => {
       assert.equal(viewMeta(view).model, 'mock2');
       assert.equal(viewMeta(view).mode, 'autoEdit');
 
-      llm.enqueue({ steps: [say('first answer')] }, { steps: [say('second answer')] });
+      await llm.enqueue({ steps: [say('first answer')] }, { steps: [say('second answer')] });
       const n = llm.requests.length;
       view.send({ type: 'prompt', text: 'first prompt' });
       await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'first answer'), 10_000, 'the first turn');
@@ -232,7 +232,7 @@ describe('the extension in a fake VS Code host', () => {
     // The first turn is held, so the second prompt finds it running and becomes a steer, applied at the
     // read_file safe point.
     const hold = gate();
-    llm.enqueue({ steps: [{ until: hold.promise }, call('call_race', 'read_file', { path: 'a.txt' })] }, { steps: [say('both handled')] });
+    await llm.enqueue({ steps: [{ until: hold.promise }, call('call_race', 'read_file', { path: 'a.txt' })] }, { steps: [say('both handled')] });
     // Two Enter presses in a row: the second arrives while the first still waits for its session.
     view.send({ type: 'prompt', text: 'first' });
     view.send({ type: 'prompt', text: 'second' });
@@ -253,7 +253,7 @@ describe('the extension in a fake VS Code host', () => {
     await waitFor(() => spawned.length === 2 && idle(view), 10_000, 'the restart');
     assert.deepEqual(sentOf('session/new'), [], 'a restarted server gets no session/new either');
     assert.equal(viewMeta(view).sessionId, undefined);
-    llm.enqueue({ steps: [say('after the restart')] });
+    await llm.enqueue({ steps: [say('after the restart')] });
     view.send({ type: 'prompt', text: 'hello' });
     await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'after the restart'), 10_000, 'the turn');
     assert.equal(sentOf('session/new').length, 1);
@@ -272,7 +272,7 @@ describe('the extension in a fake VS Code host', () => {
       view.send({ type: 'ready' });
       await waitFor(() => idle(view), 10_000, 'ready');
       assert.equal(fake.contexts.get('tandem.noSessionStore'), true, 'the Sessions command is hidden');
-      llm.enqueue({ steps: [say('lost with the crash')] });
+      await llm.enqueue({ steps: [say('lost with the crash')] });
       view.send({ type: 'prompt', text: 'before' });
       await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant'), 10_000, 'the first turn');
       process.kill(spawnedPid(0), 'SIGKILL');
@@ -281,7 +281,7 @@ describe('the extension in a fake VS Code host', () => {
       assert.deepEqual(viewItems(view).map((i) => i.text), ['The tandem server was restarted; the next prompt starts a new session (the server keeps no session store yet).']);
       assert.equal(sentOf('session/new').length, 1, 'no session/new until the next prompt');
       assert.deepEqual(sentOf('session/load'), []);
-      llm.enqueue({ steps: [say('fresh')] });
+      await llm.enqueue({ steps: [say('fresh')] });
       view.send({ type: 'prompt', text: 'after' });
       await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'fresh'), 10_000, 'the turn after the restart');
       assert.equal(sentOf('session/new').length, 2);
@@ -296,7 +296,7 @@ describe('the extension in a fake VS Code host', () => {
     await waitFor(() => idle(view), 10_000, 'ready');
     const events: { sessionId: string; type: string }[] = [];
     const hold1 = gate();
-    llm.enqueue({ steps: [say('old turn'), { until: hold1.promise }, say(' never shown')] });
+    await llm.enqueue({ steps: [say('old turn'), { until: hold1.promise }, say(' never shown')] });
     view.send({ type: 'prompt', text: 'old' });
     await waitFor(() => viewItems(view).some((i) => i.type === 'assistant' && i.text === 'old turn'), 10_000, 'the old turn to stream');
     const old = viewMeta(view).sessionId;
@@ -304,13 +304,14 @@ describe('the extension in a fake VS Code host', () => {
     await fake.commands.get('tandem.newSession')!();
     hold1.open();
     assert.deepEqual(sentOf('stop').map((r) => r.params.sessionId), [old]);
-    assert.equal(llm.requests[n - 1].aborted, true, 'the old turn was stopped');
+    // The mock is another process: its record of the hang-up arrives with the next long-poll answer.
+    await waitFor(() => llm.requests[n - 1]?.aborted === true, 10_000, 'the old turn to be stopped (its stream closed)');
     assert.deepEqual([viewMeta(view).sessionId, viewMeta(view).turn, viewItems(view)], [undefined, 'idle', []]);
 
     // A stop that does not get through leaves the old turn running: its events must not land in the draft.
     for (const c of clients) c.onEvent((e) => events.push(e));
     const hold2 = gate();
-    llm.enqueue({ steps: [say('second old'), { until: hold2.promise }, say(' late text')] });
+    await llm.enqueue({ steps: [say('second old'), { until: hold2.promise }, say(' late text')] });
     view.send({ type: 'prompt', text: 'again' });
     await waitFor(() => viewItems(view).some((i) => i.type === 'assistant' && i.text === 'second old'), 10_000, 'the second turn to stream');
     const second = viewMeta(view).sessionId;
@@ -325,7 +326,7 @@ describe('the extension in a fake VS Code host', () => {
     const first = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
     first.view.send({ type: 'ready' });
     await waitFor(() => idle(first.view), 10_000, 'ready');
-    llm.enqueue({ steps: [say('stored answer')] });
+    await llm.enqueue({ steps: [say('stored answer')] });
     first.view.send({ type: 'prompt', text: 'stored prompt' });
     await waitFor(() => idle(first.view) && viewItems(first.view).some((i) => i.type === 'assistant'), 10_000, 'the turn');
     const stored = viewMeta(first.view).sessionId;
@@ -359,7 +360,7 @@ describe('the extension in a fake VS Code host', () => {
     assert.equal(view.posted[0]?.type, 'snapshot');
     assert.ok(idle(view) && viewMeta(view).model === 'mock', 'the snapshot carries the server info that arrived before the view was ready');
 
-    llm.enqueue({ steps: [say('Writing.'), call('call_e1', 'write_file', { path: 'hello.txt', content: 'proposed\n' })] }, { steps: [say('Saved.')] });
+    await llm.enqueue({ steps: [say('Writing.'), call('call_e1', 'write_file', { path: 'hello.txt', content: 'proposed\n' })] }, { steps: [say('Saved.')] });
     view.send({ type: 'prompt', text: 'make hello' });
     await waitFor(() => fake.executed.some((e) => e.id === 'vscode.diff'), 10_000, 'the diff editor');
     const diff = fake.executed.find((e) => e.id === 'vscode.diff')!;
@@ -402,7 +403,7 @@ describe('the extension in a fake VS Code host', () => {
     await waitFor(() => idle(view), 10_000, 'ready');
     // 7 MiB of new file: its approval would carry it three times, over the server's 6 MiB cap, so it is cut.
     const content = Array.from({ length: (7 * 1024 * 1024) / 64 }, (_, i) => `${String(i).padStart(63)}\n`).join('');
-    llm.enqueue({ steps: [call('call_big', 'write_file', { path: 'big.txt', content }, 1)] }, { steps: [say('Written.')] });
+    await llm.enqueue({ steps: [call('call_big', 'write_file', { path: 'big.txt', content }, 1)] }, { steps: [say('Written.')] });
     view.send({ type: 'prompt', text: 'write the big file' });
     await waitFor(() => fake.executed.some((e) => e.id === 'vscode.diff'), 20_000, 'the diff editor');
     const [, right, title] = fake.executed.find((e) => e.id === 'vscode.diff')!.args as [Uri, Uri, string];
@@ -433,7 +434,7 @@ describe('the extension in a fake VS Code host', () => {
     // Six prompts of 3 MiB: 18 MiB of history, more than one 16 MiB frame holds.
     const prompts = Array.from({ length: 6 }, (_, i) => `prompt ${i} ` + String.fromCharCode(97 + i).repeat(3 * 1024 * 1024));
     for (const [i, text] of prompts.entries()) {
-      llm.enqueue({ steps: [say(`answer ${i}`)] });
+      await llm.enqueue({ steps: [say(`answer ${i}`)] });
       first.view.send({ type: 'prompt', text });
       await waitFor(() => idle(first.view) && viewItems(first.view).some((it) => it.type === 'assistant' && it.text === `answer ${i}`), 30_000, `turn ${i}`);
     }
@@ -459,7 +460,7 @@ describe('the extension in a fake VS Code host', () => {
     const { view, ws } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
     view.send({ type: 'ready' });
     await waitFor(() => idle(view), 10_000, 'ready');
-    llm.enqueue({ steps: [call('call_d1', 'shell', { command: 'touch denied.txt' })] }, { steps: [say('OK, not running it.')] });
+    await llm.enqueue({ steps: [call('call_d1', 'shell', { command: 'touch denied.txt' })] }, { steps: [say('OK, not running it.')] });
     const n = llm.requests.length;
     fake.inputBoxAnswers.push('please do not');
     view.send({ type: 'prompt', text: 'touch it' });
@@ -480,7 +481,7 @@ describe('the extension in a fake VS Code host', () => {
     view.send({ type: 'ready' });
     await waitFor(() => idle(view), 10_000, 'ready');
     const hold = gate();
-    llm.enqueue({ steps: [say('thinking out loud'), { until: hold.promise }] });
+    await llm.enqueue({ steps: [say('thinking out loud'), { until: hold.promise }] });
     view.send({ type: 'prompt', text: 'go slowly' });
     await waitFor(() => viewItems(view).some((i) => i.type === 'assistant' && i.text === 'thinking out loud'), 10_000, 'streamed text');
     assert.equal(viewMeta(view).turn, 'running');
@@ -514,7 +515,7 @@ describe('the extension in a fake VS Code host', () => {
       assert.match(fake.messages.at(-1)!.text, /no session store/);
       return;
     }
-    llm.enqueue({ steps: [say('remember me')] });
+    await llm.enqueue({ steps: [say('remember me')] });
     view.send({ type: 'prompt', text: 'first session prompt' });
     await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'remember me'), 10_000, 'the first turn');
     const first = viewMeta(view).sessionId;
@@ -536,7 +537,7 @@ describe('the extension in a fake VS Code host', () => {
     const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
     view.send({ type: 'ready' });
     await waitFor(() => idle(view), 10_000, 'ready');
-    llm.enqueue(
+    await llm.enqueue(
       { steps: [call('call_p1', 'propose_plan', { plan: '# Plan\n\n1. read\n2. fix' })] },
       { steps: [call('call_q1', 'ask_user', { question: 'Which file?' })] },
       { steps: [say('All answered.')] },
@@ -574,7 +575,7 @@ describe('the extension in a fake VS Code host', () => {
       document: { uri: Uri.file(path.join(ws, 'lib.rs')), languageId: 'rust', getText: () => 'fn a() {}\nfn b' },
     };
     try {
-      llm.enqueue({ steps: [say('Looks fine.')] });
+      await llm.enqueue({ steps: [say('Looks fine.')] });
       fake.inputBoxAnswers.push('review this');
       await fake.commands.get('tandem.prompt')!();
       await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant'), 10_000, 'the answer');
@@ -594,7 +595,7 @@ describe('the extension in a fake VS Code host', () => {
     await waitFor(() => idle(view), 10_000, 'ready');
     await fake.commands.get('tandem.retry')!();
     assert.match(fake.messages.at(-1)!.text, /Nothing to retry/);
-    llm.enqueue({ steps: [], status: 400 }, { steps: [say('recovered')] });
+    await llm.enqueue({ steps: [], status: 400 }, { steps: [say('recovered')] });
     view.send({ type: 'prompt', text: 'fail first' });
     await waitFor(() => idle(view) && viewMeta(view).lastEnd?.reason === 'error', 15_000, 'the failed turn');
     const errors = viewItems(view).filter((i) => i.type === 'notice' && i.kind === 'error');
@@ -610,7 +611,7 @@ describe('the extension in a fake VS Code host', () => {
     view.send({ type: 'ready' });
     await waitFor(() => idle(view), 10_000, 'ready');
     fs.writeFileSync(path.join(ws, 'auto.txt'), 'one\n');
-    llm.enqueue({ steps: [call('call_auto', 'write_file', { path: 'auto.txt', content: 'one\ntwo\n' })] }, { steps: [say('done')] });
+    await llm.enqueue({ steps: [call('call_auto', 'write_file', { path: 'auto.txt', content: 'one\ntwo\n' })] }, { steps: [say('done')] });
     view.send({ type: 'prompt', text: 'append two' });
     await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'done'), 10_000, 'the turn');
     assert.equal(sentOf('approve').length, 0, 'autoEdit asked nothing');
@@ -639,7 +640,7 @@ describe('the extension in a fake VS Code host', () => {
     const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
     view.send({ type: 'ready' });
     await waitFor(() => idle(view), 10_000, 'ready');
-    llm.enqueue({ steps: [say('first')], usage: { prompt_tokens: 100, completion_tokens: 7 } });
+    await llm.enqueue({ steps: [say('first')], usage: { prompt_tokens: 100, completion_tokens: 7 } });
     view.send({ type: 'prompt', text: 'one' });
     await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'first'), 10_000, 'the first turn');
     fake.quickPickAnswers.push((items) => items.find((i: any) => i.label === 'fullAuto'));
@@ -650,7 +651,7 @@ describe('the extension in a fake VS Code host', () => {
     fake.quickPickAnswers.push((items) => items.find((i: any) => i.label === 'ask'));
     await fake.commands.get('tandem.setMode')!();
 
-    llm.enqueue({ steps: [call('call_steer', 'shell', { command: 'true' })], usage: { prompt_tokens: 200, completion_tokens: 9 } }, { steps: [say('after')], usage: { prompt_tokens: 300, completion_tokens: 11 } });
+    await llm.enqueue({ steps: [call('call_steer', 'shell', { command: 'true' })], usage: { prompt_tokens: 200, completion_tokens: 9 } }, { steps: [say('after')], usage: { prompt_tokens: 300, completion_tokens: 11 } });
     view.send({ type: 'prompt', text: 'run it' });
     await waitFor(() => fake.contexts.get('tandem.hasPendingApproval') === true, 10_000, 'the approval');
     view.send({ type: 'steer', text: 'use -v' });
@@ -675,7 +676,7 @@ describe('the extension in a fake VS Code host', () => {
     const first = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
     first.view.send({ type: 'ready' });
     await waitFor(() => idle(first.view), 10_000, 'ready');
-    llm.enqueue({ steps: [call('call_resume', 'write_file', { path: 'later.txt', content: 'x\n' })] }, { steps: [say('written after resume')] });
+    await llm.enqueue({ steps: [call('call_resume', 'write_file', { path: 'later.txt', content: 'x\n' })] }, { steps: [say('written after resume')] });
     first.view.send({ type: 'prompt', text: 'write later' });
     await waitFor(() => fake.contexts.get('tandem.hasPendingApproval') === true, 10_000, 'the approval');
     const sessionId = viewMeta(first.view).sessionId;
@@ -707,7 +708,7 @@ describe('the extension in a fake VS Code host', () => {
       assert.equal(viewMeta(first.view).lastSession, undefined, 'a folder with no session offers none');
       const ids: string[] = [];
       for (const title of ['older session prompt', 'newer session prompt']) {
-        llm.enqueue({ steps: [say(`answer to ${title}`)] });
+        await llm.enqueue({ steps: [say(`answer to ${title}`)] });
         first.view.send({ type: 'prompt', text: title });
         await waitFor(() => idle(first.view) && viewItems(first.view).some((i) => i.type === 'assistant' && i.text === `answer to ${title}`), 10_000, title);
         ids.push(viewMeta(first.view).sessionId);
@@ -760,7 +761,7 @@ describe('the extension in a fake VS Code host', () => {
     await waitFor(() => view.posted.some((m) => m.type === 'mention'), 5000, 'the picked mention');
     assert.ok(offered.includes(path.join('docs', 'spec.md')) && offered.includes('other.txt'), `the folder's files are offered: ${offered}`);
     assert.equal(view.posted.find((m) => m.type === 'mention').mention, path.join('docs', 'spec.md'));
-    llm.enqueue({ steps: [say('It must be blue.')] });
+    await llm.enqueue({ steps: [say('It must be blue.')] });
     const n = llm.requests.length;
     view.send({ type: 'prompt', text: 'What colour? See @docs/spec.md and @missing.md' });
     await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'It must be blue.'), 10_000, 'the turn');
@@ -784,7 +785,7 @@ describe('the extension in a fake VS Code host', () => {
     } finally {
       vscodeFake.window.activeTextEditor = undefined;
     }
-    llm.enqueue({ steps: [say('seen')] });
+    await llm.enqueue({ steps: [say('seen')] });
     const k = llm.requests.length;
     view.send({ type: 'prompt', text: 'explain @selection' });
     await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'seen'), 10_000, 'the selection turn');
@@ -804,7 +805,7 @@ describe('the extension in a fake VS Code host', () => {
     assert.equal(sentOf('models/list').length, 1, 'the picker asks models/list for the current catalog');
     assert.ok(details.includes('eyes: 200,000 tokens of context · images · parallel tools'), JSON.stringify(details));
     assert.ok(details.includes('mock: 128,000 tokens of context · no images · parallel tools'), JSON.stringify(details));
-    llm.enqueue({ steps: [say('a red dot')], usage: { prompt_tokens: 50_000, completion_tokens: 10 } });
+    await llm.enqueue({ steps: [say('a red dot')], usage: { prompt_tokens: 50_000, completion_tokens: 10 } });
     const n = llm.requests.length;
     const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
     view.send({ type: 'prompt', text: 'what is this?', images: [{ mimeType: 'image/png', data: png }] });
@@ -823,7 +824,7 @@ describe('the extension in a fake VS Code host', () => {
     await fake.commands.get('tandem.toggleNetwork')!();
     assert.equal(viewMeta(view).networkAccess, true, 'the draft remembers it');
     assert.deepEqual(sentOf('setNetworkAccess'), [], 'no session yet, no request');
-    llm.enqueue({ steps: [say('ok')] });
+    await llm.enqueue({ steps: [say('ok')] });
     view.send({ type: 'prompt', text: 'hi' });
     await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'ok'), 10_000, 'the turn');
     assert.deepEqual(sentOf('setNetworkAccess').map((r) => r.params.allow), [true], 'opened when the session was created');
@@ -838,7 +839,7 @@ describe('the extension in a fake VS Code host', () => {
     const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
     view.send({ type: 'ready' });
     await waitFor(() => idle(view), 10_000, 'ready');
-    llm.enqueue({ steps: [say('before the crash')] });
+    await llm.enqueue({ steps: [say('before the crash')] });
     view.send({ type: 'prompt', text: 'make a session' });
     await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant'), 10_000, 'the first turn');
     const pidOf = (line: string | undefined) => Number(/pid (\d+)/.exec(line ?? '')?.[1]);

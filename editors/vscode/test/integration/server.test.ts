@@ -37,7 +37,7 @@ describe('tandem serve through the extension client', () => {
   test('a full turn: streamed text, write approval with diff, edited content lands on disk', async () => {
     h = await startHarness(llm.config());
     try {
-      llm.enqueue(
+      await llm.enqueue(
         { steps: [say('I will **write** '), say('the file.'), call('call_w1', 'write_file', { path: 'notes.md', content: 'proposed\n' })] },
         { steps: [say('Done.')] },
       );
@@ -82,7 +82,7 @@ describe('tandem serve through the extension client', () => {
     h = await startHarness(llm.config());
     try {
       const hold = gate();
-      llm.enqueue({ steps: [say('partial answer'), { until: hold.promise }, say(' never sent')] });
+      await llm.enqueue({ steps: [say('partial answer'), { until: hold.promise }, say(' never sent')] });
       const n = llm.requests.length;
       await h.client.prompt(h.sessionId, 'talk slowly');
       await h.event('assistantDelta', (e) => e.text === 'partial answer');
@@ -99,7 +99,7 @@ describe('tandem serve through the extension client', () => {
       const a = h.state.items.find((i) => i.type === 'assistant');
       assert.ok(a && a.type === 'assistant' && a.text.startsWith('partial answer') && !a.text.includes('never'));
       // A new prompt right after stop is admitted.
-      llm.enqueue({ steps: [say('again')] });
+      await llm.enqueue({ steps: [say('again')] });
       await h.client.prompt(h.sessionId, 'again');
       assert.equal((await h.event('turnEnded', undefined, h.events.length)).reason, 'completed');
     } finally {
@@ -110,7 +110,7 @@ describe('tandem serve through the extension client', () => {
   test('a shell approval shows command and cwd; deny with a reason reaches the model', async () => {
     h = await startHarness(llm.config());
     try {
-      llm.enqueue({ steps: [call('call_s1', 'shell', { command: 'echo hi > out.txt' })] }, { steps: [say('Understood.')] });
+      await llm.enqueue({ steps: [call('call_s1', 'shell', { command: 'echo hi > out.txt' })] }, { steps: [say('Understood.')] });
       const n = llm.requests.length;
       await h.client.prompt(h.sessionId, 'run it');
       const req = await h.event('approvalRequested');
@@ -134,7 +134,7 @@ describe('tandem serve through the extension client', () => {
   test('an approved shell command streams its output into the tool card', async () => {
     h = await startHarness(llm.config());
     try {
-      llm.enqueue({ steps: [call('call_s2', 'shell', { command: 'printf "line1\\nline2\\n"' })] }, { steps: [say('ok')] });
+      await llm.enqueue({ steps: [call('call_s2', 'shell', { command: 'printf "line1\\nline2\\n"' })] }, { steps: [say('ok')] });
       await h.client.prompt(h.sessionId, 'print');
       const req = await h.event('approvalRequested');
       await h.client.approve(h.sessionId, req.requestId, 'once');
@@ -154,7 +154,7 @@ describe('tandem serve through the extension client', () => {
       await assert.rejects(h.client.steer(h.sessionId, 'nothing runs'), (e) => errorKind(e) === 'noTurnRunning');
       const hold = gate();
       fs.writeFileSync(path.join(h.workspace, 'a.txt'), 'A');
-      llm.enqueue({ steps: [{ until: hold.promise }, call('call_r1', 'read_file', { path: 'a.txt' })] }, { steps: [say('steered')] });
+      await llm.enqueue({ steps: [{ until: hold.promise }, call('call_r1', 'read_file', { path: 'a.txt' })] }, { steps: [say('steered')] });
       const n = llm.requests.length;
       await h.client.prompt(h.sessionId, 'read a');
       await h.event('turnStarted');
@@ -177,7 +177,7 @@ describe('tandem serve through the extension client', () => {
   test('ask_user reaches the client as questionAsked and the answer goes back to the model', async () => {
     h = await startHarness(llm.config());
     try {
-      llm.enqueue({ steps: [call('call_q1', 'ask_user', { question: 'Tabs or spaces?', choices: ['tabs', 'spaces'] })] }, { steps: [say('spaces it is')] });
+      await llm.enqueue({ steps: [call('call_q1', 'ask_user', { question: 'Tabs or spaces?', choices: ['tabs', 'spaces'] })] }, { steps: [say('spaces it is')] });
       const n = llm.requests.length;
       await h.client.prompt(h.sessionId, 'ask me');
       const q = await h.event('questionAsked');
