@@ -60,6 +60,14 @@ enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Internal: the parent of a stdio MCP server, which ends everything the server started
+    /// when it exits or tandem goes (tandem starts it; not for direct use).
+    #[command(hide = true, name = "mcp-guard")]
+    McpGuard {
+        /// The server's program and its arguments, after `--`.
+        #[arg(last = true)]
+        command: Vec<std::ffi::OsString>,
+    },
     /// Internal: restrict this process with Landlock, then run the command (the shell tool
     /// starts it; not for direct use).
     #[command(hide = true)]
@@ -122,6 +130,11 @@ fn parse_mode(text: &str) -> Result<Mode, String> {
 )]
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The MCP guard too runs before any runtime exists: it builds its own single-threaded one.
+    if let Command::McpGuard { command } = &cli.command {
+        let code = tandem::mcp::guard::run(command);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     // The sandbox helper runs before any runtime or thread exists: Landlock restricts only the
     // calling thread, and the command it becomes must inherit a single-threaded image.
     if let Command::SandboxExec {
@@ -172,7 +185,7 @@ fn main() -> ExitCode {
         }
     };
     let code = match cli.command {
-        Command::SandboxExec { .. } => ExitCode::SUCCESS,
+        Command::SandboxExec { .. } | Command::McpGuard { .. } => ExitCode::SUCCESS,
         Command::Serve { config, data_dir } => {
             let config = match load_config(config) {
                 Ok(c) => c,

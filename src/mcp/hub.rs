@@ -310,11 +310,20 @@ impl McpHub {
     }
 
     /// Start every trusted server in the background. Returns at once.
+    ///
+    /// Every server's first status goes to the listener: `starting` for those that start,
+    /// `untrusted` for `.mcp.json` servers waiting for trust, `failed` for definitions that
+    /// could not be used, so a client learns of each without asking.
     pub fn start(&self) {
         for server in &self.servers {
             if server.trusted.load(Ordering::SeqCst) {
                 self.connect(server.clone());
+            } else {
+                self.listener.tell(server.status());
             }
+        }
+        for refused in &self.refused {
+            self.listener.tell(refused.clone());
         }
     }
 
@@ -518,6 +527,12 @@ impl McpHub {
     }
 
     /// Why `model_name` cannot be called now: its server is not ready (with what it said).
+    /// Why `model_name` cannot be called now, for the model: its server's status, error and
+    /// stderr tail, or that no server has such a tool.
+    pub fn why_unavailable(&self, model_name: &str) -> String {
+        self.unavailable(model_name).to_string()
+    }
+
     fn unavailable(&self, model_name: &str) -> McpCallError {
         for server in &self.servers {
             let prefix = super::names::model_name(&server.config.name, "");
@@ -727,8 +742,19 @@ async fn run_connection(
 /// Record that the server failed or exited (with its stderr tail and the next step) and kill
 /// what is left of its process.
 async fn fail(server: &Server, process: Option<StdioProcess>, status: McpStatus, why: String) {
+    let mut why = why;
     if let Some(mut process) = process {
+        // A server that broke the handshake has usually exited: its exit status and the last
+        // of its stderr say why better than the broken pipe does.
+        if status == McpStatus::Failed {
+            if let Ok(Some(exit)) =
+                tokio::time::timeout(Duration::from_millis(500), process.wait()).await
+            {
+                why = format!("it exited ({exit}) before completing the MCP handshake");
+            }
+        }
         process.kill().await;
+        process.drain_stderr(Duration::from_millis(500)).await;
     }
     let note = server.stderr_note();
     let next = match status {

@@ -9,6 +9,7 @@
 //! `tools`, `workspace` and `protocol`) and knows nothing of sessions or the wire.
 
 pub mod content;
+pub mod guard;
 pub mod http;
 pub mod hub;
 pub mod names;

@@ -1,12 +1,13 @@
-//! Starting a stdio MCP server: a child process in a session (and process group) of its own,
-//! with a minimal environment, its stderr kept as a bounded tail for status messages.
+//! Starting a stdio MCP server: under the guard (`tandem mcp-guard`, see [`super::guard`]) in a
+//! session (and process group) of its own, with a minimal environment, its stderr kept as a
+//! bounded tail for status messages.
 //!
-//! Invariants: the child gets `PATH`, `HOME` and `LANG` from tandem's environment, the
+//! Invariants: the server gets `PATH`, `HOME` and `LANG` from tandem's environment, the
 //! variables its definition names in `env_vars` (never a provider's API key variable), and its
-//! literal `env`, nothing else; it has no controlling terminal; it is killed (its whole process
-//! group) when its [`StdioProcess`] is dropped or [`StdioProcess::kill`] runs, and the kernel
-//! kills it if tandem dies first (`PR_SET_PDEATHSIG`); its stderr never holds more than
-//! [`STDERR_TAIL_BYTES`] in memory.
+//! literal `env`, nothing else; it has no controlling terminal; everything it started ends when
+//! its [`StdioProcess`] is dropped or [`StdioProcess::kill`] runs (the guard gets SIGTERM and
+//! kills its whole subtree), and when tandem dies first (the guard's `PR_SET_PDEATHSIG`); its
+//! stderr never holds more than [`STDERR_TAIL_BYTES`] in memory.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -47,25 +48,51 @@ impl StderrTail {
     }
 }
 
-/// A running stdio server process.
+/// How long the guard gets to end the server's subtree before its group is killed outright.
+const GUARD_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A running stdio server process (the guard, with the server below it).
 pub struct StdioProcess {
     child: Child,
-    /// The process group the child leads (its pid), killed as a whole.
+    /// The guard's pid, which is also its process group's.
     group: Option<i32>,
     pub stderr: StderrTail,
+    /// The task reading stderr into the tail; done at the pipe's end.
+    stderr_reader: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl StdioProcess {
-    /// Kill the server's whole process group and reap the child.
+    /// End the server and everything it started, and reap the guard.
     pub async fn kill(&mut self) {
-        self.signal_group();
-        let _ = self.child.kill().await;
+        self.signal(rustix::process::Signal::TERM);
+        if tokio::time::timeout(GUARD_PATIENCE, self.child.wait())
+            .await
+            .is_err()
+        {
+            self.signal_group(rustix::process::Signal::KILL);
+            let _ = self.child.kill().await;
+        }
     }
 
-    fn signal_group(&self) {
+    /// Wait until stderr's last bytes are in the tail (the pipe ended), at most `patience`:
+    /// the tail of a server that just died explains why.
+    pub async fn drain_stderr(&mut self, patience: std::time::Duration) {
+        if let Some(reader) = self.stderr_reader.take() {
+            let _ = tokio::time::timeout(patience, reader).await;
+        }
+    }
+
+    /// Signal the guard alone: on SIGTERM it kills its whole subtree, then exits.
+    fn signal(&self, signal: rustix::process::Signal) {
         if let Some(pid) = self.group.and_then(rustix::process::Pid::from_raw) {
-            // The group may be gone already; that is the outcome wanted.
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            // The guard may be gone already; that is the outcome wanted.
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+
+    fn signal_group(&self, signal: rustix::process::Signal) {
+        if let Some(pid) = self.group.and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process_group(pid, signal);
         }
     }
 
@@ -82,8 +109,11 @@ impl StdioProcess {
 
 impl Drop for StdioProcess {
     fn drop(&mut self) {
-        // `kill_on_drop` reaches the child only; its own children are in its group.
-        self.signal_group();
+        // Not SIGKILL: the guard must live long enough to end the subtree below it. The
+        // guard is reaped by tokio's orphan queue.
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.signal(rustix::process::Signal::TERM);
+        }
     }
 }
 
@@ -126,8 +156,14 @@ pub fn spawn(
     else {
         return Err("not a stdio server".to_owned());
     };
-    let mut process = tokio::process::Command::new(command);
+    // The guard is this very binary (like the sandbox's Landlock helper).
+    let guard = std::env::current_exe()
+        .map_err(|e| format!("cannot find the tandem binary to start `{command}` under: {e}"))?;
+    let mut process = tokio::process::Command::new(guard);
     process
+        .arg(super::guard::SUBCOMMAND)
+        .arg("--")
+        .arg(command)
         .args(args)
         .current_dir(cwd)
         .env_clear()
@@ -139,29 +175,31 @@ pub fn spawn(
         ))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    // SAFETY: the closure runs in the forked child before exec and makes only the `setsid` and
-    // `prctl` system calls, which are async-signal-safe and allocate nothing.
+        .stderr(Stdio::piped());
+    let parent = rustix::process::getpid();
+    // SAFETY: the closure runs in the forked child before exec and makes only the `setsid`,
+    // `prctl` and `getppid` system calls, which are async-signal-safe and allocate nothing.
     unsafe {
-        process.pre_exec(|| {
+        process.pre_exec(move || {
             // A session of its own: a process group to kill as a whole, no controlling terminal.
             rustix::process::setsid().map_err(std::io::Error::from)?;
-            // Dies with the thread that spawned it (a runtime worker, alive as long as tandem),
-            // so a killed tandem leaves no server behind.
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+            // SIGTERM when the thread that spawned it ends (a runtime worker, alive as long as
+            // tandem): the guard then ends the server's subtree, so a killed tandem leaves
+            // nothing behind.
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM))
                 .map_err(std::io::Error::from)?;
+            // tandem died between the fork and the prctl: no signal will come, so do not start.
+            if rustix::process::getppid() != Some(parent) {
+                return Err(std::io::Error::other(
+                    "tandem ended while the server started",
+                ));
+            }
             Ok(())
         });
     }
-    let mut child = process.spawn().map_err(|e| {
-        let hint = if e.kind() == std::io::ErrorKind::NotFound {
-            "; check `command` (is the program installed and on PATH?)"
-        } else {
-            ""
-        };
-        format!("cannot start `{command}`: {e}{hint}")
-    })?;
+    let mut child = process
+        .spawn()
+        .map_err(|e| format!("cannot start the guard of `{command}`: {e}"))?;
     let group = child.id().and_then(|id| i32::try_from(id).ok());
     let (Some(stdout), Some(stdin), Some(mut stderr)) =
         (child.stdout.take(), child.stdin.take(), child.stderr.take())
@@ -170,7 +208,7 @@ pub fn spawn(
     };
     let tail = StderrTail::default();
     let writer = tail.clone();
-    tokio::spawn(async move {
+    let reader = tokio::spawn(async move {
         let mut buf = [0u8; 4096];
         loop {
             match stderr.read(&mut buf).await {
@@ -184,6 +222,7 @@ pub fn spawn(
             child,
             group,
             stderr: tail,
+            stderr_reader: Some(reader),
         },
         stdout,
         stdin,

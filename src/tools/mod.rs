@@ -8,6 +8,7 @@ pub mod cgroup;
 pub mod client_fs;
 pub mod fs;
 pub mod landlock;
+pub mod process_tree;
 pub mod sandbox;
 pub mod shell;
 

@@ -24,6 +24,7 @@ mod fuzz_corpus;
 mod fuzz_frames;
 mod harness_selftest;
 mod limits;
+mod mcp;
 mod mcp_http;
 mod params;
 mod protocol_doc;

@@ -8,8 +8,6 @@
 //! The SDK lives in a venv made by `tests/mcp/setup` (`~/.cache/tandem/mcp-venv`, or
 //! `$TANDEM_MCP_VENV`); without it these tests fail with a message pointing there.
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use rmcp::model::CallToolRequestParams;
@@ -17,72 +15,15 @@ use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::{json, Value};
 use tandem::mcp::http::{cause, transport, McpHttpError, MAX_MESSAGE_BYTES};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
+use crate::support::mcp::{PyServer, MCP_STARTUP};
+
 const TOKEN: &str = "s3cret-test-token";
 
-/// Generous: the Python SDK takes a second or two to import on a loaded 2-core machine.
-const STARTUP: Duration = Duration::from_secs(60);
-
-fn mcp_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
-}
-
-/// The venv's python, checked to import the SDK.
-fn python() -> PathBuf {
-    let venv = std::env::var_os("TANDEM_MCP_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            dirs::home_dir()
-                .expect("a home directory")
-                .join(".cache/tandem/mcp-venv")
-        });
-    let python = venv.join("bin/python");
-    let ok = std::process::Command::new(&python)
-        .args(["-c", "import mcp.server, uvicorn"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "the MCP Python SDK is not installed at {}; run tests/mcp/setup first",
-        venv.display()
-    );
-    python
-}
-
-/// `tests/mcp/http_server.py`, killed when dropped.
-struct PyServer {
-    url: String,
-    _child: tokio::process::Child,
-}
-
-impl PyServer {
-    async fn start(extra: &[&str]) -> PyServer {
-        let mut child = tokio::process::Command::new(python())
-            .arg(mcp_dir().join("http_server.py"))
-            .args(["--token", TOKEN])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            // The SDK logs each session to stderr; a failed start shows in the missing URL.
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start tests/mcp/http_server.py");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        tokio::time::timeout(STARTUP, BufReader::new(stdout).read_line(&mut line))
-            .await
-            .expect("http_server.py printed no URL in time")
-            .expect("read http_server.py's URL");
-        let url = line.trim().to_owned();
-        assert!(url.starts_with("http://127.0.0.1:"), "not a URL: {line:?}");
-        PyServer { url, _child: child }
-    }
-}
+const STARTUP: Duration = MCP_STARTUP;
 
 /// The rmcp client over tandem's transport, or the error of its initialization.
 async fn connect<H: ClientHandler>(
@@ -117,7 +58,7 @@ async fn call(
 
 #[tokio::test]
 async fn tools_are_listed_and_called_over_streamable_http() {
-    let server = PyServer::start(&[]).await;
+    let server = PyServer::start(&["--token", TOKEN]).await;
     // A custom header travels along without disturbing the transport's own.
     let headers = vec![("X-Tandem-Test".to_owned(), "1".to_owned())];
     let client = connect((), &server.url, Some(TOKEN), headers)
@@ -163,7 +104,7 @@ async fn tools_are_listed_and_called_over_streamable_http() {
 
 #[tokio::test]
 async fn the_bearer_token_is_required_and_its_error_says_what_to_do() {
-    let server = PyServer::start(&[]).await;
+    let server = PyServer::start(&["--token", TOKEN]).await;
 
     let error = connect((), &server.url, Some("wrong-token"), vec![])
         .await
@@ -218,7 +159,7 @@ impl ClientHandler for ListChanged {
 
 #[tokio::test]
 async fn tools_list_changed_reaches_the_client() {
-    let server = PyServer::start(&[]).await;
+    let server = PyServer::start(&["--token", TOKEN]).await;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let client = connect(ListChanged(tx), &server.url, Some(TOKEN), vec![])
         .await
@@ -244,7 +185,7 @@ async fn tools_list_changed_reaches_the_client() {
 #[tokio::test]
 async fn a_server_of_the_deprecated_sse_transport_is_refused_by_name() {
     // The Python SDK's own HTTP+SSE server: its /sse endpoint is GET-only (405 to POST).
-    let server = PyServer::start(&["--sse"]).await;
+    let server = PyServer::start(&["--token", TOKEN, "--sse"]).await;
     let error = connect((), &server.url, Some(TOKEN), vec![])
         .await
         .expect_err("the SSE transport is refused");

@@ -38,6 +38,15 @@ impl Turn {
         // A tool of an MCP server: its arguments are whatever its schema asks for, its risk
         // what the session's definition of the server makes of its annotations.
         let mcp_tool = self.session.mcp.tool(&call.name);
+        if mcp_tool.is_none() && call.name.starts_with(crate::mcp::names::PREFIX) {
+            // Its server is down (exited, failed) or never had it: the hub names the server
+            // and why, which "unknown tool" would not.
+            self.announce_unparsed(call, &value);
+            return Some(Prepared::Done {
+                status: ResultStatus::Failed,
+                text: self.session.mcp.why_unavailable(&call.name),
+            });
+        }
         let args = match &mcp_tool {
             Some(tool) => ToolArgs::Mcp {
                 server: tool.server.clone(),

@@ -10,6 +10,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod canary;
+pub mod mcp;
 pub mod mock_llm;
 pub mod tandem;
 

@@ -840,6 +840,27 @@ impl Tandem {
     /// So two `wait_event_type(sid, "turnEnded")` calls return two different turns' ends, and
     /// waiting for an event that came before the last match times out: look it up with
     /// `events`/`find_event` instead.
+    /// Waits up to `limit` for an event of the session matching `pred`, searching all its
+    /// events (seen or not) and leaving `wait_event`'s cursor alone: for facts that arrive in no
+    /// fixed order with others, like the statuses of MCP servers starting in parallel.
+    pub async fn wait_any_event_within(
+        &self,
+        session_id: &str,
+        what: &str,
+        limit: std::time::Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let what = format!("{what} in session {session_id}");
+        self.wait_for_within(&what, Some(session_id), limit, |log| {
+            log.events
+                .get(session_id)?
+                .iter()
+                .find(|e| pred(e))
+                .cloned()
+        })
+        .await
+    }
+
     pub async fn wait_event(&self, session_id: &str, pred: impl Fn(&Value) -> bool) -> Value {
         self.wait_event_described(session_id, "a matching event", pred)
             .await
