@@ -654,6 +654,74 @@ async def network(args):
             check("network: an unknown value is rejected", "on" in str(e) and "off" in str(e), e)
         check("network: no permission was asked in fullAuto", rec.permissions == [], rec.permissions)
 
+async def mcp(args):
+    """MCP servers from session/new (stdio with env, HTTP with a header) and from session/load."""
+    with open(os.path.join(args.data_dir, "mcp-servers.json")) as f:
+        cfg = json.load(f)
+    stdio = s.McpServerStdio(
+        name="t",
+        command=cfg["python"],
+        args=[cfg["script"]],
+        env=[s.EnvVariable(name="FROM_ACP", value="yes")],
+    )
+    http = s.HttpMcpServer(
+        type="http",
+        name="h",
+        url=cfg["url"],
+        headers=[s.HttpHeader(name="Authorization", value=f"Bearer {cfg['token']}")],
+    )
+    rec = Recorder()
+    async with Tandem(args, rec).spawn() as (conn, _proc):
+        init = dump(
+            await timed(
+                conn.initialize(
+                    protocol_version=acp.PROTOCOL_VERSION,
+                    client_capabilities=capabilities(False, False),
+                ),
+                "initialize",
+            )
+        )
+        check(
+            "initialize.mcpCapabilities.http",
+            init.get("agentCapabilities", {}).get("mcpCapabilities", {}).get("http") is True,
+            init.get("agentCapabilities"),
+        )
+        session = dump(
+            await timed(conn.new_session(cwd=args.cwd, mcp_servers=[stdio, http]), "session/new")
+        )
+        sid = session["sessionId"]
+        rec.answers = ["allow_once", "allow_once", "allow_once"]
+        resp = dump(await timed(conn.prompt(session_id=sid, prompt=text("use the servers")), "prompt"))
+        check("mcp: stopReason end_turn", resp.get("stopReason") == "end_turn", resp)
+        titles = [p.get("toolCall", {}).get("title", "") for p in rec.permissions]
+        check(
+            "mcp: each call asks, titled with its server",
+            len(titles) == 3
+            and titles[0].startswith("t: echo")
+            and titles[1].startswith("t: env")
+            and titles[2].startswith("h: echo"),
+            titles,
+        )
+        calls = {u.get("toolCallId"): u for u in rec.of("tool_call")}
+        check(
+            "mcp: tool_call carries the server in its title and the arguments as rawInput",
+            calls.get("e1", {}).get("title", "").startswith("t: echo")
+            and calls.get("e1", {}).get("rawInput") == {"text": "acp says hi"},
+            calls.get("e1"),
+        )
+        for ident in ["e1", "v1", "h1"]:
+            check(f"mcp: {ident} completed", "completed" in statuses(rec, ident), statuses(rec, ident))
+
+    # A new process: session/load starts the servers the client names again.
+    rec2 = Recorder()
+    async with Tandem(args, rec2).spawn() as (conn, _proc):
+        await timed(conn.initialize(protocol_version=1, client_capabilities=capabilities(False, False)), "initialize")
+        await timed(conn.load_session(cwd=args.cwd, session_id=sid, mcp_servers=[stdio]), "session/load")
+        rec2.answers = ["allow_once"]
+        resp = dump(await timed(conn.prompt(session_id=sid, prompt=text("again")), "prompt after load"))
+        check("mcp: after load, end_turn", resp.get("stopReason") == "end_turn", resp)
+        check("mcp: after load, the server's tool ran", "completed" in statuses(rec2, "e2"), statuses(rec2, "e2"))
+
 
 SCENARIOS = {
     "handshake": handshake,
@@ -666,6 +734,7 @@ SCENARIOS = {
     "questions": questions,
     "protected_fs": protected_fs,
     "network": network,
+    "mcp": mcp,
 }
 
 

@@ -507,3 +507,40 @@ async fn the_network_config_option_opens_the_sandbox_network() {
     );
     assert!(hits.load(std::sync::atomic::Ordering::SeqCst) >= 1);
 }
+
+#[tokio::test]
+async fn mcp_servers_of_session_new_and_load_are_started_and_their_calls_titled() {
+    use crate::support::mcp::{mcp_dir, python as mcp_python, PyServer};
+    let f = Fixture::new().await;
+    let http = PyServer::start(&["--token", "acp-token"]).await;
+    std::fs::write(
+        f.data.path().join("mcp-servers.json"),
+        json!({
+            "python": mcp_python(),
+            "script": mcp_dir().join("stdio_server.py"),
+            "url": http.url,
+            "token": "acp-token",
+        })
+        .to_string(),
+    )
+    .expect("write the servers for the client");
+    f.mock
+        .push(call("e1", "mcp__t__echo", json!({"text": "acp says hi"})));
+    f.mock.push(call("v1", "mcp__t__env", json!({})));
+    f.mock
+        .push(call("h1", "mcp__h__echo", json!({"text": "over http"})));
+    f.mock.push(Script::text_reply("used them"));
+    f.mock
+        .push(call("e2", "mcp__t__echo", json!({"text": "after load"})));
+    f.mock.push(Script::text_reply("still there"));
+    f.run("mcp").await;
+    assert_eq!(f.tool_result(1, "e1"), "acp says hi");
+    let env: Value = serde_json::from_str(&f.tool_result(2, "v1")).expect("env is JSON");
+    assert_eq!(
+        env["FROM_ACP"], "yes",
+        "the client's env reaches the server"
+    );
+    assert!(env.get("OPENAI_API_KEY").is_none());
+    assert_eq!(f.tool_result(3, "h1"), "over http");
+    assert_eq!(f.tool_result(5, "e2"), "after load");
+}

@@ -181,7 +181,8 @@ async fn a_stdio_server_sees_only_the_base_the_named_variables_and_its_env() {
     mock.push(Script::text_reply("ok"));
     let servers = stdio_server_toml(
         "t",
-        "env_vars = [\"TANDEM_MCP_PASSED\"]\nenv = { LITERAL_SETTING = \"literal\" }",
+        "env_vars = [\"TANDEM_MCP_PASSED\"]\nenv = { LITERAL_SETTING = \"literal\" }\n\
+         enabled_tools = [\"env\", \"echo\", \"slow\"]\ndisabled_tools = [\"slow\"]",
     );
     let t = Tandem::start_with(
         opts(&mock, &servers)
@@ -196,6 +197,15 @@ async fn a_stdio_server_sees_only_the_base_the_named_variables_and_its_env() {
     t.prompt(&sid, "show the environment").await;
     let ended = t.wait_turn_ended(&sid).await;
     assert_eq!(ended["reason"], "completed");
+    // enabled_tools is an allow-list, disabled_tools a deny-list on top of it.
+    let offered: BTreeSet<String> = tool_names(&mock.request(0))
+        .into_iter()
+        .filter(|n| n.starts_with("mcp__"))
+        .collect();
+    assert_eq!(
+        offered,
+        ["mcp__t__echo".to_owned(), "mcp__t__env".to_owned()].into()
+    );
     let env: Value = serde_json::from_str(&tool_result(&mock.request(1), "v1"))
         .expect("the env tool answers a JSON object");
     let keys: BTreeSet<&str> = env
@@ -233,9 +243,9 @@ async fn trusted_read_only_hints_run_without_asking_and_beside_reads() {
     mock.push(
         Script::new()
             .role()
-            .tool_call("e1", "mcp__t__echo", json!({"text": "one"}).to_string())
+            .tool_call("e1", "mcp__t__barrier", json!({"key": "k"}).to_string())
             .tool_call("r1", "read_file", json!({"path": "a.txt"}).to_string())
-            .tool_call("e2", "mcp__t__echo", json!({"text": "two"}).to_string())
+            .tool_call("e2", "mcp__t__barrier", json!({"key": "k"}).to_string())
             .finish("tool_calls")
             .done(),
     );
@@ -250,7 +260,8 @@ async fn trusted_read_only_hints_run_without_asking_and_beside_reads() {
     let sid = t.new_session(ws.path()).await;
     wait_status(&t, &sid, "t", "ready").await;
     t.prompt(&sid, "echo and read").await;
-    // The read-only echo calls and the read run at once; `slow` has no hint and still asks.
+    // The read-only barrier calls and the read run at once (a barrier call answers "alone"
+    // unless the other is in progress at the same time); `slow` has no hint and still asks.
     let approval = t.wait_approval(&sid).await;
     assert_eq!(approval["name"], "mcp__t__slow");
     assert_eq!(
@@ -259,8 +270,8 @@ async fn trusted_read_only_hints_run_without_asking_and_beside_reads() {
         "no approval for the read-only tools"
     );
     let second = mock.request(1);
-    assert_eq!(tool_result(&second, "e1"), "one");
-    assert_eq!(tool_result(&second, "e2"), "two");
+    assert_eq!(tool_result(&second, "e1"), "met 2");
+    assert_eq!(tool_result(&second, "e2"), "met 2");
     assert!(tool_result(&second, "r1").contains("alpha"));
     t.approve(&sid, request_id(&approval), "once", None, None)
         .await;
@@ -294,7 +305,12 @@ async fn plan_mode_offers_only_low_risk_mcp_tools() {
         .collect();
     assert_eq!(
         mcp,
-        ["mcp__trusting__echo", "mcp__trusting__env"].into(),
+        [
+            "mcp__trusting__barrier",
+            "mcp__trusting__echo",
+            "mcp__trusting__env"
+        ]
+        .into(),
         "plan offers the trusted read-only tools only"
     );
     // Out of plan mode every tool is offered.

@@ -8,6 +8,10 @@ Tools:
   echo {text}        returns text; annotated readOnlyHint: true
   slow {ms}          sleeps ms milliseconds, then answers (for timeouts)
   crash              ends the process at once, mid-call
+  barrier {key, parties}
+                     answers "met N" once `parties` calls with the same key are in progress
+                     at the same time, or "alone" after 20 s; annotated readOnlyHint: true
+                     (proves that the client runs read-only calls concurrently)
 """
 
 import asyncio
@@ -37,6 +41,25 @@ async def slow(ms: int) -> str:
     """Sleeps ms milliseconds, then answers."""
     await asyncio.sleep(ms / 1000)
     return f"slept {ms} ms"
+
+
+_waiting: dict[str, list[asyncio.Event]] = {}
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def barrier(key: str, parties: int = 2) -> str:
+    """Waits until `parties` calls with the same key are in progress at once."""
+    here = asyncio.Event()
+    group = _waiting.setdefault(key, [])
+    group.append(here)
+    if len(group) >= parties:
+        for event in group:
+            event.set()
+    try:
+        await asyncio.wait_for(here.wait(), 20)
+    except asyncio.TimeoutError:
+        return "alone"
+    return f"met {len(group)}"
 
 
 @server.tool()
