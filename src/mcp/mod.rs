@@ -13,6 +13,7 @@ pub mod guard;
 pub mod http;
 pub mod hub;
 pub mod names;
+pub mod schema;
 pub mod stdio;
 
 pub use hub::{McpCallError, McpHub, McpServerStatus, McpStatus, McpTool, StatusListener};

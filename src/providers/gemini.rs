@@ -153,7 +153,7 @@ pub fn request_body(request: &ProviderRequest) -> Value {
                 json!({
                     "name": t.name,
                     "description": t.description,
-                    "parameters": gemini_schema(&t.parameters),
+                    "parameters": gemini_schema(&inline_refs(&t.parameters)),
                 })
             })
             .collect();
@@ -251,6 +251,79 @@ const SCHEMA_KEYS: &[&str] = &[
     "minimum",
     "maximum",
 ];
+
+/// How deep `$ref`s are followed when inlined; a deeper (or recursive) one becomes an
+/// unconstrained object, which Gemini accepts and the tool's server still checks.
+const MAX_REF_DEPTH: usize = 8;
+
+/// `schema` with every local `$ref` (`#/$defs/NAME`, `#/definitions/NAME`) replaced by its
+/// definition, since Gemini's schema has no references; `oneOf` becomes `anyOf` and `const`
+/// a one-value `enum`, which say the same in the subset Gemini reads.
+pub fn inline_refs(schema: &Value) -> Value {
+    let defs = |key: &str| schema.get(key).and_then(Value::as_object);
+    let definitions: Map<String, Value> = defs("$defs")
+        .into_iter()
+        .chain(defs("definitions"))
+        .flat_map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())))
+        .collect();
+    inline_at(schema, &definitions, 0)
+}
+
+fn inline_at(schema: &Value, definitions: &Map<String, Value>, depth: usize) -> Value {
+    let Value::Object(map) = schema else {
+        return schema.clone();
+    };
+    if let Some(Value::String(reference)) = map.get("$ref") {
+        let name = reference
+            .strip_prefix("#/$defs/")
+            .or_else(|| reference.strip_prefix("#/definitions/"));
+        return match name.and_then(|n| definitions.get(n)) {
+            Some(target) if depth < MAX_REF_DEPTH => inline_at(target, definitions, depth + 1),
+            _ => json!({"type": "object"}),
+        };
+    }
+    let each = |list: &Value| match list {
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| inline_at(item, definitions, depth))
+                .collect(),
+        ),
+        other => other.clone(),
+    };
+    let mut out = Map::new();
+    for (key, value) in map {
+        match key.as_str() {
+            "$defs" | "definitions" => {}
+            // Names of properties map to schemas: a property may be called `const`.
+            "properties" => {
+                let properties = match value {
+                    Value::Object(props) => Value::Object(
+                        props
+                            .iter()
+                            .map(|(k, v)| (k.clone(), inline_at(v, definitions, depth)))
+                            .collect(),
+                    ),
+                    other => other.clone(),
+                };
+                out.insert(key.clone(), properties);
+            }
+            "items" => {
+                out.insert(key.clone(), inline_at(value, definitions, depth));
+            }
+            "anyOf" | "oneOf" => {
+                out.insert("anyOf".into(), each(value));
+            }
+            "const" => {
+                out.insert("enum".into(), Value::Array(vec![value.clone()]));
+            }
+            _ => {
+                out.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    Value::Object(out)
+}
 
 /// A JSON Schema cut down to what Gemini accepts. A `type` list such as `["string", "null"]`
 /// becomes the first non-null type plus `nullable: true`.
@@ -578,6 +651,69 @@ mod tests {
         );
         request.model = "gemini-2.5-pro".into();
         assert!(!request_body(&request).to_string().contains(UNSIGNED_CALL));
+    }
+
+    #[test]
+    fn an_mcp_schema_with_references_becomes_gemini_s_subset() {
+        // What MCP servers send (pydantic and zod write $defs, oneOf, const and
+        // additionalProperties), which Gemini's API refuses as it stands.
+        let given = json!({
+            "type": "object",
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "$defs": {
+                "Mode": {"type": "string", "enum": ["fast", "slow"]},
+                "Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}
+            },
+            "properties": {
+                "mode": {"$ref": "#/$defs/Mode"},
+                "const": {"const": "x"},
+                "limit": {"oneOf": [{"type": "integer"}, {"type": "null"}]},
+                "tree": {"$ref": "#/$defs/Node"},
+                "tags": {"type": "array", "items": {"$ref": "#/$defs/Mode"}}
+            },
+            "required": ["mode"],
+            "additionalProperties": false
+        });
+        let request = ProviderRequest {
+            model: "gemini-2.5-pro".into(),
+            system: String::new(),
+            messages: Vec::new(),
+            tools: vec![ToolSpec {
+                name: "mcp__s__t".into(),
+                description: "t".into(),
+                parameters: given,
+            }],
+            max_output_tokens: None,
+            reasoning: false,
+            thinking_budget: None,
+            parallel_tool_calls: true,
+        };
+        let body = request_body(&request);
+        let params = &body["tools"][0]["functionDeclarations"][0]["parameters"];
+        let text = params.to_string();
+        for refused in ["$ref", "$defs", "$schema", "additionalProperties", "oneOf"] {
+            assert!(!text.contains(refused), "{refused} left in {params:#}");
+        }
+        assert_eq!(
+            params["properties"]["mode"]["enum"],
+            json!(["fast", "slow"])
+        );
+        // A property may be named `const`; the keyword inside it is what changes.
+        assert_eq!(params["properties"]["const"], json!({"enum": ["x"]}));
+        assert_eq!(params["properties"]["limit"]["anyOf"][0]["type"], "integer");
+        assert_eq!(
+            params["properties"]["tags"]["items"]["enum"],
+            json!(["fast", "slow"])
+        );
+        // A recursive reference ends as an open object after a few levels.
+        let mut node = &params["properties"]["tree"];
+        let mut levels = 0;
+        while node["properties"]["next"].is_object() {
+            node = &node["properties"]["next"];
+            levels += 1;
+        }
+        assert_eq!(levels, MAX_REF_DEPTH);
+        assert_eq!(params["required"], json!(["mode"]));
     }
 
     #[test]

@@ -397,4 +397,39 @@ mod tests {
         assert!(error.message.contains("overloaded") && error.retriable);
         assert!(ChunkEvents::default().event("", "{nope", &mut out).is_err());
     }
+
+    #[test]
+    fn an_mcp_schema_is_sent_as_the_server_gave_it() {
+        // The API takes JSON Schema with references, `oneOf`, `const` and
+        // `additionalProperties`, so an MCP tool's schema (its root made an object by
+        // `mcp::schema::model_schema`) goes out unchanged.
+        let schema = crate::mcp::schema::model_schema(json!({
+            "$defs": {"Mode": {"type": "string", "enum": ["fast", "slow"]}},
+            "properties": {
+                "mode": {"$ref": "#/$defs/Mode"},
+                "limit": {"oneOf": [{"type": "integer"}, {"type": "null"}]},
+                "kind": {"const": "x"}
+            },
+            "additionalProperties": false
+        }));
+        let request = ProviderRequest {
+            model: "m".into(),
+            system: String::new(),
+            messages: vec![OutboundMessage::User {
+                parts: vec![OutboundPart::Text("hi".into())],
+            }],
+            tools: vec![crate::providers::ToolSpec {
+                name: "mcp__s__t".into(),
+                description: "t".into(),
+                parameters: schema.clone(),
+            }],
+            max_output_tokens: None,
+            reasoning: false,
+            thinking_budget: None,
+            parallel_tool_calls: true,
+        };
+        let body = request_body(&request);
+        assert_eq!(body["tools"][0]["function"]["parameters"], schema);
+        assert_eq!(schema["type"], "object", "the root is an object: {schema}");
+    }
 }

@@ -113,7 +113,7 @@ impl Turn {
                     )
                     .into(),
                     name: t.model_name.into(),
-                    parameters: t.input_schema,
+                    parameters: crate::mcp::schema::model_schema(t.input_schema),
                 }),
         );
         ProviderRequest {
