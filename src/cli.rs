@@ -103,6 +103,7 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
             mcp,
         },
     );
+    handle.start_mcp_servers();
     let color = std::io::stdout().is_terminal();
     handle.send(Op::Prompt {
         parts: vec![Part::Text {

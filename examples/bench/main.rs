@@ -2,7 +2,7 @@
 //! app-server, ripgrep, an in-process floor, a raw rusqlite read), printed as one table of
 //! ratios with the target each must meet.
 //!
-//! `cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|core|persistence] [--bin PATH]`
+//! `cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|mcp|core|persistence] [--bin PATH]`
 //! installs the anchors into `<target>/bench-tools` when missing. `examples/bench/README.md`
 //! describes each method. A missed target is a table entry, not an error; the exit code is
 //! non-zero only when a measurement fails.
@@ -21,6 +21,7 @@ mod fanout;
 mod floods;
 mod grep;
 mod load;
+mod mcp;
 mod mock;
 mod rpc;
 
@@ -29,7 +30,7 @@ use std::process::ExitCode;
 
 use common::{machine, print_table, progress, resolve_binary, Result, Row};
 
-const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|core|persistence]... [--bin PATH]
+const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|mcp|core|persistence]... [--bin PATH]
 
   all     everything below (the default)
   codex   cold start, memory and a full turn beside Codex app-server (npm @openai/codex)
@@ -38,6 +39,8 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|gr
   load    50 concurrent sessions streaming paced deltas
   floods  peak memory under hostile floods (200 MB of shell output to a stalled client, a 300 MB
           answer, 100 MB of tool-call arguments, read_file of a 1.5 GB line, 3,000 steers)
+  mcp     an MCP tool call in a turn beside the Python SDK client's call, and session/new with
+          three MCP servers beside none (needs tests/mcp/setup)
   core    event latency and resume (also cold start, idle memory and persistence beside their floors)
   persistence
           only the persistence comparison of core (a 200-delta turn with and without the store)
@@ -52,16 +55,18 @@ enum Part {
     Fanout,
     Load,
     Floods,
+    Mcp,
     Core,
     Persistence,
 }
 
-const ALL: [Part; 6] = [
+const ALL: [Part; 7] = [
     Part::Codex,
     Part::Grep,
     Part::Fanout,
     Part::Load,
     Part::Floods,
+    Part::Mcp,
     Part::Core,
 ];
 
@@ -88,6 +93,7 @@ fn parse_args() -> Result<(Vec<Part>, Option<PathBuf>)> {
             "fanout" => parts.push(Part::Fanout),
             "load" => parts.push(Part::Load),
             "floods" => parts.push(Part::Floods),
+            "mcp" => parts.push(Part::Mcp),
             "core" => parts.push(Part::Core),
             "persistence" => parts.push(Part::Persistence),
             "--bin" => bin = Some(PathBuf::from(args.next().ok_or("--bin needs a path")?)),
@@ -179,6 +185,22 @@ fn run() -> Result<()> {
                 rows.extend(figures.rows());
                 notes.push(figures.note());
             }
+            Part::Mcp => match mcp::locate() {
+                Ok(_) => {
+                    let figures = mcp::measure(&bin, &runtime)?;
+                    rows.extend(figures.rows());
+                    notes.push(figures.note());
+                }
+                Err(error) => {
+                    progress(&format!("mcp: skipped: {error}"));
+                    for measure in [
+                        "MCP tool call overhead",
+                        "session/new with three MCP servers",
+                    ] {
+                        rows.push(Row::failed(measure, &error.to_string(), "see README"));
+                    }
+                }
+            },
             Part::Core => {
                 let figures = core::measure(&bin, &runtime)?;
                 rows.extend(figures.issue_rows());

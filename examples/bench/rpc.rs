@@ -278,6 +278,8 @@ pub async fn tandem_new_session(server: &mut RpcChild, cwd: &Path) -> Result<Str
 pub struct TurnLog {
     pub approvals: usize,
     pub text: String,
+    /// `(toolCallId, instant)` of every `toolCall` event (the call announced).
+    pub tool_calls: Vec<(String, Instant)>,
     /// `(toolCallId, status, instant)` of every `toolCallUpdate`.
     pub tool_updates: Vec<(String, String, Instant)>,
 }
@@ -307,6 +309,10 @@ pub async fn tandem_turn(server: &mut RpcChild, session_id: &str, prompt: &str) 
                 log.text
                     .push_str(params["text"].as_str().unwrap_or_default());
             }
+            Some("toolCall") => log.tool_calls.push((
+                params["toolCallId"].as_str().unwrap_or_default().to_owned(),
+                at,
+            )),
             Some("toolCallUpdate") => log.tool_updates.push((
                 params["toolCallId"].as_str().unwrap_or_default().to_owned(),
                 params["status"].as_str().unwrap_or_default().to_owned(),

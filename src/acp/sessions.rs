@@ -49,6 +49,12 @@ impl Acp {
         );
         let session_id = handle.id().to_owned();
         bridge.set_handle(handle.clone());
+        // The servers start after the response, as a crashed turn's resume does below.
+        let servers = handle.clone();
+        tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            servers.start_mcp_servers();
+        });
         let cwd = workspace_root(&handle);
         self.host.insert(handle, cwd, bridge.clone());
         let response = acp::NewSessionResponse::new(session_id)
@@ -141,14 +147,17 @@ impl Acp {
         let answer = self.opened(&handle, replay);
         self.host
             .insert(handle.clone(), workspace_root(&handle), bridge);
-        // A turn that crashed continues after the response (its open requests are asked again).
-        if let Some(resume) = restored.resume {
-            let send = handle.clone();
-            tokio::spawn(async move {
-                tokio::task::yield_now().await;
+        // The servers start, and a turn that crashed continues, after the response (its open
+        // requests are asked again).
+        let send = handle.clone();
+        let resume = restored.resume;
+        tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            send.start_mcp_servers();
+            if let Some(resume) = resume {
                 send.send(Op::Resume { resume });
-            });
-        }
+            }
+        });
         answer
     }
 

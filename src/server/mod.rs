@@ -483,6 +483,7 @@ impl Server {
                     },
                 );
                 let session_id = handle.id().to_owned();
+                let servers = handle.clone();
                 self.host.insert(handle, p.cwd, ());
                 self.answer(
                     id,
@@ -492,6 +493,8 @@ impl Server {
                         mode,
                     }),
                 );
+                // After the response: the client knows the session before its mcpStatus.
+                servers.start_mcp_servers();
                 Ok(())
             }
             method::SESSION_LIST => {
@@ -570,6 +573,7 @@ impl Server {
                     );
                     self.out.send(reply.await);
                 }
+                restored.handle.start_mcp_servers();
                 // The crashed turn continues only after the client has the load response.
                 if let Some(resume) = restored.resume {
                     restored.handle.send(Op::Resume { resume });

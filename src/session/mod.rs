@@ -105,6 +105,12 @@ impl SessionHandle {
         &self.shared.id
     }
 
+    /// Start the session's MCP servers in the background (see `start_actor`). A face calls it
+    /// once, right after it has answered the request that created or opened the session.
+    pub fn start_mcp_servers(&self) {
+        self.shared.mcp.start();
+    }
+
     /// Queue an op. If the actor is gone the op's reply gets `Closed`.
     ///
     /// Replies are ordered with the session's events: a `stop` answer never overtakes the
@@ -279,8 +285,10 @@ fn start_actor(
     let shared = Conversation::new(
         id, workspace, engine, sink, store, client_fs, mcp_hub, state, last_seq,
     );
-    // Every status change of a server becomes an `mcpStatus` event of this session; the
-    // servers start only now, so the client sees each of them from `starting` on.
+    // Every status change of a server becomes an `mcpStatus` event of this session. The
+    // servers start when the face calls `start_mcp_servers`, after its response to
+    // `session/new` or `session/load`, so the client knows the session before its first
+    // `mcpStatus` and sees each server from `starting` on.
     let weak = Arc::downgrade(&shared);
     shared.mcp.set_listener(Arc::new(move |status| {
         if let Some(conversation) = weak.upgrade() {
@@ -288,7 +296,6 @@ fn start_actor(
             conversation.emit(None, event);
         }
     }));
-    shared.mcp.start();
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(actor(shared.clone(), rx, resume));
     SessionHandle { shared, ops: tx }

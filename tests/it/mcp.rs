@@ -443,6 +443,17 @@ async fn a_workspace_server_waits_for_trust_and_trust_binds_to_its_definition() 
     let sid = t.new_session_in(ws.path(), "fullAuto").await;
     let untrusted = wait_status(&t, &sid, "w", "untrusted").await;
     assert!(untrusted["error"].as_str().unwrap().contains("mcp/trust"));
+    // The client knows the session before its first mcpStatus (this one is told at once).
+    let messages = t.messages();
+    let position = |pred: &dyn Fn(&Value) -> bool| messages.iter().position(pred).unwrap();
+    let reply = position(&|m| m["result"]["sessionId"] == sid.as_str());
+    let status = position(&|m| {
+        m["params"]["type"] == "mcpStatus" && m["params"]["sessionId"] == sid.as_str()
+    });
+    assert!(
+        reply < status,
+        "mcpStatus came before the session/new response"
+    );
     let status = t.request_ok("mcp/status", json!({"sessionId": sid})).await;
     assert_eq!(status["servers"][0]["source"], "workspace");
     assert_eq!(status["servers"][0]["status"], "untrusted");
