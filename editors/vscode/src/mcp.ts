@@ -110,9 +110,10 @@ export function mcpPickItems(servers: readonly McpServerInfo[]): McpPickItem[] {
   return items;
 }
 
-/** Everything about one server as one text (the follow-up message of a picked row: errors in full). */
+/** Everything about one server as one text (the follow-up message of a picked row: errors in full). Notifications
+ *  show text as it is, so names are quoted, not in backticks. */
 export function mcpServerDetails(s: McpServerInfo): string {
-  const parts = [`MCP server \`${s.name}\`${s.source ? ` (from ${SOURCE_LABEL[s.source]})` : ''}: ${statusLine(s)}.`];
+  const parts = [`MCP server "${s.name}"${s.source ? ` (from ${SOURCE_LABEL[s.source]})` : ''}: ${statusLine(s)}.`];
   if (s.tools.length) parts.push(`Tools: ${s.tools.map((t) => toolOf(s.name, t)).join(', ')}.`);
   if (s.error) parts.push(s.error);
   return parts.join(' ');
@@ -126,7 +127,7 @@ export function toolOf(server: string, name: string): string {
 
 /** The notice shown once when a server of the workspace's .mcp.json waits for trust. */
 export function untrustedNotice(name: string): string {
-  return `tandem: the workspace's .mcp.json defines the MCP server \`${name}\`, which runs a program on this machine. It starts only once you trust it.`;
+  return `tandem: the workspace's .mcp.json defines the MCP server "${name}", which runs a program on this machine. It starts only once you trust it.`;
 }
 
 /** What an MCP tool's approval shows: who wants to run what, and the arguments as pretty JSON. */

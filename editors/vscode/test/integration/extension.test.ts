@@ -34,6 +34,8 @@ const sent: { method: string; params: any }[] = [];
 const clients = new Set<TandemClient>();
 /** Set by a test to make the server's answer to `stop` fail (a stop that does not get through). */
 let failStop = false;
+/** Set by a test to make `mcp/status` fail, so only the mcpStatus events tell the extension about MCP servers. */
+let failMcpStatus = false;
 const sentOf = (method: string) => sent.filter((r) => r.method === method);
 
 /**
@@ -49,6 +51,7 @@ async function activate(
   sent.length = 0;
   clients.clear();
   failStop = false;
+  failMcpStatus = false;
   const ws = opts.ws ?? tempDir('tandem-ext-ws-');
   fake.workspaceFolder = ws;
   for (const [k, v] of Object.entries(settings)) fake.settings.set(k, v);
@@ -127,6 +130,7 @@ describe('the extension in a fake VS Code host', () => {
       sent.push({ method, params });
       clients.add(this);
       if (method === 'stop' && failStop) return Promise.reject(new Error('stop did not get through'));
+      if (method === 'mcp/status' && failMcpStatus) return Promise.reject(new Error('mcp/status did not get through'));
       return realRequest.call(this, method, params);
     };
   });
@@ -949,7 +953,7 @@ describe('the extension in a fake VS Code host', () => {
     assert.deepEqual(rows.map((r) => [r.server, r.action]), [['t', 'show']], 'no trust row for a config server');
     assert.match(rows[0].description, /^ready · from tandem's config · \d+ tools$/);
     assert.match(rows[0].detail, /\becho\b/);
-    assert.match(fake.messages.at(-1)!.text, /MCP server `t` \(from tandem's config\): ready, \d+ tools\. Tools: .*echo/);
+    assert.match(fake.messages.at(-1)!.text, /MCP server "t" \(from tandem's config\): ready, \d+ tools\. Tools: .*echo/);
     assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), []);
   });
 
@@ -965,7 +969,7 @@ describe('the extension in a fake VS Code host', () => {
     // The event may come before mcp/status answers; the source comes with the answer.
     await waitFor(() => viewMeta(view)?.mcp?.[0]?.status === 'untrusted' && viewMeta(view).mcp[0].source === 'workspace' && mcpBar().text === '$(warning) MCP 0/1', 30_000, `the untrusted server (${mcpBar()?.text})`);
     assert.equal((mcpBar().backgroundColor as { id?: string })?.id, 'statusBarItem.warningBackground');
-    const announced = () => fake.messages.filter((m) => m.level === 'warning' && /\.mcp\.json defines the MCP server `w`/.test(m.text));
+    const announced = () => fake.messages.filter((m) => m.level === 'warning' && /\.mcp\.json defines the MCP server "w"/.test(m.text));
     await waitFor(() => announced().length === 1, 10_000, 'the notification');
     assert.deepEqual(announced()[0].actions, ['Trust and start', 'Show MCP Servers']);
     await waitFor(() => idle(view), 10_000, 'the turn');
@@ -985,6 +989,24 @@ describe('the extension in a fake VS Code host', () => {
     assert.ok(viewMeta(view).mcp[0].tools.includes('mcp__w__echo'));
     assert.equal(mcpBar().backgroundColor, undefined);
     assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), []);
+  });
+
+  test('without an mcp/status answer the mcpStatus events alone drive the status bar and announce an untrusted server', async () => {
+    const ws = tempDir('tandem-ext-mcp-ws3-');
+    fs.writeFileSync(path.join(ws, '.mcp.json'), JSON.stringify({ mcpServers: { w: { command: mcpPython(), args: [MCP_STDIO_SERVER] } } }));
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile }, { ws });
+    failMcpStatus = true;
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    await llm.enqueue({ steps: [say('hi')] });
+    view.send({ type: 'prompt', text: 'hello' });
+    const mcpBar = () => fake.statusBars.get('tandem.mcp')!;
+    await waitFor(() => fake.messages.some((m) => /\.mcp\.json defines the MCP server "w"/.test(m.text)), 30_000, 'the notification from the event');
+    await waitFor(() => mcpBar().text === '$(warning) MCP 0/1', 10_000, `the status bar from the event (${mcpBar().text})`);
+    assert.ok(sentOf('mcp/status').length >= 1, 'mcp/status was asked (and failed)');
+    assert.ok(fake.output.some((l) => /mcp\/status failed/.test(l)), 'its failure is logged');
+    await waitFor(() => idle(view), 10_000, 'the turn');
+    assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), [], 'and not shown as an error');
   });
 
   test("the notification's Trust and start trusts a .mcp.json server; a later session of the folder starts it without asking", async () => {

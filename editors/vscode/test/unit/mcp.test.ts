@@ -96,5 +96,5 @@ test('the MCP Servers pick shows status, source, tool count and the whole error,
   assert.equal(items[3].description, 'failed · from this session · 0 tools');
   const details = mcpServerDetails({ name: 'bad', source: 'session', status: 'failed', tools: [], error: longError });
   assert.ok(details.endsWith(longError), 'the follow-up message holds the whole error');
-  assert.match(mcpServerDetails(ready('t', ['mcp__t__echo'])), /`t` \(from tandem's config\): ready, 1 tool\. Tools: echo\./);
+  assert.match(mcpServerDetails(ready('t', ['mcp__t__echo'])), /"t" \(from tandem's config\): ready, 1 tool\. Tools: echo\./);
 });
