@@ -2,6 +2,7 @@
 // messages, tool cards with their approvals, questions, notices) plus the turn state and token usage.
 // Pure and vscode-free: the extension owns one instance, the webview only renders what it is sent,
 // so hiding or reloading the view loses nothing.
+import { applyMcpStatus, type McpServerInfo, type McpToolRef } from './mcp';
 import type { ApprovalOption, Decision, FileDiff, Mode, ModelInfo, SessionEvent, ToolKind, ToolStatus, TurnEndReason } from './protocol';
 
 export interface ApprovalView {
@@ -11,6 +12,8 @@ export interface ApprovalView {
   diff?: FileDiff[];
   command?: string;
   cwd?: string;
+  /** An MCP tool's approval: the server and the tool (the arguments are the card's). */
+  mcp?: McpToolRef;
   resolved?: Decision;
 }
 
@@ -30,6 +33,8 @@ export type ChatItem =
       result?: string;
       diff?: FileDiff[];
       approval?: ApprovalView;
+      /** A tool of an MCP server: the card shows the server. */
+      mcp?: McpToolRef;
     }
   | { type: 'question'; id: string; requestId: string; question: string; choices?: string[]; plan?: string; answer?: string; withdrawn?: boolean }
   | { type: 'notice'; id: string; kind: string; text: string };
@@ -70,6 +75,8 @@ export interface ChatMeta {
   networkAccess?: boolean;
   /** The newest stored session of this folder, offered as "Resume last session" while the chat is an empty draft. */
   lastSession?: { sessionId: string; title?: string; updatedAt: number };
+  /** The session's MCP servers (mcp/status, then mcpStatus events); unset before a session reports them. */
+  mcp?: McpServerInfo[];
 }
 
 export interface Snapshot {
@@ -105,7 +112,7 @@ export class ChatState {
     this.requestIndex.clear();
     this.currentAssistant = -1;
     this.lastSeq = 0;
-    this.meta = { ...this.meta, sessionId: undefined, turn: 'idle', turnId: undefined, lastEnd: undefined, usage: undefined, lastSession: undefined, networkAccess: undefined };
+    this.meta = { ...this.meta, sessionId: undefined, turn: 'idle', turnId: undefined, lastEnd: undefined, usage: undefined, lastSession: undefined, networkAccess: undefined, mcp: undefined };
     if (session) Object.assign(this.meta, { sessionId: session.sessionId, model: session.model, mode: session.mode });
   }
 
@@ -229,7 +236,7 @@ export class ChatState {
         const known = this.toolIndex.get(e.toolCallId);
         if (known !== undefined && this.items[known]?.type === 'tool') {
           const item = this.items[known] as Extract<ChatItem, { type: 'tool' }>;
-          Object.assign(item, { name: e.name, kind: e.kind, title: e.title, arguments: e.arguments, status: 'pending' });
+          Object.assign(item, { name: e.name, kind: e.kind, title: e.title, arguments: e.arguments, status: 'pending', mcp: e.mcp });
           ch.items.push(known);
           break;
         }
@@ -242,6 +249,7 @@ export class ChatState {
           arguments: e.arguments,
           status: 'pending',
           output: '',
+          ...(e.mcp ? { mcp: e.mcp } : {}),
         });
         this.toolIndex.set(e.toolCallId, i);
         ch.items.push(i);
@@ -251,12 +259,13 @@ export class ChatState {
         this.closeAssistant(ch);
         let i = this.toolIndex.get(e.toolCallId);
         if (i === undefined) {
-          i = this.push({ type: 'tool', toolCallId: e.toolCallId, name: e.name, kind: e.kind, title: e.title, arguments: e.arguments, status: 'pending', output: '' });
+          i = this.push({ type: 'tool', toolCallId: e.toolCallId, name: e.name, kind: e.kind, title: e.title, arguments: e.arguments, status: 'pending', output: '', ...(e.mcp ? { mcp: e.mcp } : {}) });
           this.toolIndex.set(e.toolCallId, i);
         }
         const item = this.items[i] as Extract<ChatItem, { type: 'tool' }>;
         item.status = 'awaitingApproval';
-        item.approval = { requestId: e.requestId, reason: e.reason, options: e.options, diff: e.diff, command: e.command, cwd: e.cwd };
+        item.approval = { requestId: e.requestId, reason: e.reason, options: e.options, diff: e.diff, command: e.command, cwd: e.cwd, mcp: e.mcp };
+        if (e.mcp) item.mcp = e.mcp;
         this.requestIndex.set(e.requestId, i);
         ch.items.push(i);
         ch.meta = this.recomputeTurn();
@@ -335,6 +344,11 @@ export class ChatState {
         ch.meta = true;
         break;
       }
+      case 'mcpStatus':
+        // Not part of a turn: only the server list in meta changes.
+        this.meta.mcp = applyMcpStatus(this.meta.mcp ?? [], e);
+        ch.meta = true;
+        break;
       case 'turnEnded': {
         this.closeAssistant(ch);
         // Nothing of this turn can be answered any more.
@@ -413,12 +427,15 @@ export class ChatState {
         if (text || m.reasoning) this.push({ type: 'assistant', text, reasoning: m.reasoning ?? '', streaming: false });
         for (const c of m.toolCalls ?? []) {
           const name = c.name ?? 'tool';
+          // History keeps only the model-facing name: an MCP tool's server and tool are read back from it.
+          const mcp = mcpOfName(name);
           const i = this.push({
             type: 'tool',
             toolCallId: c.toolCallId ?? '',
             name,
             kind: kindOf(name),
-            title: titleOf(name, c.arguments),
+            title: mcp ? `${mcp.server}: ${mcp.tool}` : titleOf(name, c.arguments),
+            ...(mcp ? { mcp } : {}),
             arguments: c.arguments,
             // A call stored without a status has no result yet (the turn was cut, or it waits for an approval
             // the resumed turn asks again): pending, not "completed".
@@ -432,6 +449,12 @@ export class ChatState {
       } else if (m.role === 'notice') this.push({ type: 'notice', kind: m.kind ?? 'notice', text });
     }
   }
+}
+
+/** `mcp__<server>__<tool>` as its server and tool (the first `__` after the server ends it); else undefined. */
+export function mcpOfName(name: string): McpToolRef | undefined {
+  const m = /^mcp__(.+?)__(.+)$/.exec(name);
+  return m ? { server: m[1], tool: m[2] } : undefined;
 }
 
 /** The tool kind for a built-in tool name (history does not store it). */

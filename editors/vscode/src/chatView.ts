@@ -95,6 +95,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
   <button id="model" class="chip" title="Switch model" data-testid="model">—</button>
   <button id="mode" class="chip" title="Set permission mode" data-testid="mode">—</button>
   <button id="network" class="chip" title="Network access of shell commands (click to switch)" data-testid="network">net: off</button>
+  <button id="mcp" class="chip" title="MCP servers" data-testid="mcp" hidden></button>
   <span id="turn" class="turn" data-testid="turn-state">…</span>
   <button id="new" class="chip" title="New session" data-testid="new-session">+</button>
 </header>

@@ -9,6 +9,7 @@ import {
   type Decision,
   type InitializeResult,
   type LoadSessionResult,
+  type McpStatusResult,
   type ModelInfo,
   type Mode,
   type NewSessionResult,
@@ -249,6 +250,13 @@ export class TandemClient {
   }
   retry(sessionId: string): Promise<{ turnId: string }> {
     return this.request('retry', { sessionId });
+  }
+  mcpStatus(sessionId: string): Promise<McpStatusResult> {
+    return this.request('mcp/status', { sessionId });
+  }
+  /** Trusts and starts a server of the workspace's .mcp.json; its mcpStatus events follow. */
+  mcpTrust(sessionId: string, server: string): Promise<object> {
+    return this.request('mcp/trust', { sessionId, server });
   }
 
   /** Kills the process without a shutdown request (tests use it to simulate a crash). */

@@ -55,6 +55,7 @@ export function registerCommands(context: vscode.ExtensionContext, c: Controller
   register('tandem.newSession', () => c.newSession());
   register('tandem.restartServer', () => c.restart());
   register('tandem.showLog', () => c.showLog());
+  register('tandem.mcpServers', () => c.pickMcpServer());
 
   const decide = (decision: Decision) => async (arg?: unknown) => {
     const tool = c.resolveApproval(arg);

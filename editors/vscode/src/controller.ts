@@ -19,6 +19,7 @@ import { editedContent, fileContext, formatExit, hasDecision, isTooLargeToEdit, 
 import * as fs from 'node:fs';
 import { loadAllPages } from './loadPages';
 import { buildConfig, keyEnvName, PRESETS, secretKey, type ProviderPreset } from './modelConfig';
+import { mcpPickItems, mcpServerDetails, mcpSummary, untrustedNotice, type McpServerInfo } from './mcp';
 
 type ToolItem = Extract<ChatItem, { type: 'tool' }>;
 
@@ -35,6 +36,10 @@ export class Controller implements vscode.Disposable {
   readonly diffs = new DiffReview();
   readonly plans = new PlanDocuments();
   private readonly status = vscode.window.createStatusBarItem('tandem.status', vscode.StatusBarAlignment.Left, 100);
+  /** "MCP 2/3" beside the main item while the session has MCP servers; click: tandem.mcpServers. */
+  private readonly mcpStatus = vscode.window.createStatusBarItem('tandem.mcp', vscode.StatusBarAlignment.Left, 99);
+  /** Untrusted .mcp.json servers already announced in this window (folder and name), so each is announced once. */
+  private readonly mcpAnnounced = new Set<string>();
   private readonly questions = new Map<string, QuestionHandle>();
   private readonly supervisor: Supervisor;
   private client?: TandemClient;
@@ -60,6 +65,8 @@ export class Controller implements vscode.Disposable {
     this.status.name = 'tandem';
     this.status.command = 'tandem.openChat';
     this.status.show();
+    this.mcpStatus.name = 'tandem MCP servers';
+    this.mcpStatus.command = 'tandem.mcpServers';
     this.supervisor = new Supervisor(() => this.launchOptions(), {
       started: (client, init) => this.onStarted(client, init),
       crashed: (info, willRestart, attempt) => this.onCrashed(info, willRestart, attempt),
@@ -277,6 +284,7 @@ export class Controller implements vscode.Disposable {
       this.draft = {};
       // Sessions start with the network closed; one opened in the draft is opened before the first turn.
       if (network) this.publish(this.state.setMeta({ networkAccess: (await client.setNetworkAccess(s.sessionId, true)).allow }));
+      void this.loadMcpStatus(client, s.sessionId);
       return s.sessionId;
     })().finally(() => (this.creating = undefined));
     return this.creating;
@@ -294,6 +302,7 @@ export class Controller implements vscode.Disposable {
     this.state.loadUsage(s.usage, s.messages ?? []);
     this.bridge.resync();
     this.refreshUi({ items: [], meta: true });
+    void this.loadMcpStatus(client, s.sessionId);
   }
 
   /** The folder as the store keeps it: session/list compares canonical paths as strings (protocol.md). */
@@ -387,6 +396,9 @@ export class Controller implements vscode.Disposable {
       case 'turnEnded':
         this.dropPending();
         break;
+      case 'mcpStatus':
+        if (e.status === 'untrusted') this.announceUntrusted(e.server);
+        break;
     }
   }
 
@@ -423,6 +435,89 @@ export class Controller implements vscode.Disposable {
     this.status.tooltip = `tandem — model ${m.model ?? 'none'}, mode ${m.mode ?? '—'}, turn ${turn}. Click to open the chat.`;
     this.status.backgroundColor =
       m.turn === 'awaitingApproval' || m.turn === 'awaitingAnswer' ? new vscode.ThemeColor('statusBarItem.warningBackground') : m.server === 'failed' || m.server === 'crashed' ? new vscode.ThemeColor('statusBarItem.errorBackground') : undefined;
+    const mcp = mcpSummary(m.sessionId && m.server === 'ready' ? m.mcp : undefined);
+    if (mcp) {
+      this.mcpStatus.text = `${mcp.warning ? '$(warning)' : '$(plug)'} ${mcp.label}`;
+      this.mcpStatus.tooltip = `tandem MCP servers (click for details)\n${mcp.tooltip}`;
+      this.mcpStatus.backgroundColor = mcp.warning ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
+      this.mcpStatus.show();
+    } else {
+      this.mcpStatus.hide();
+    }
+  }
+
+  // ---- MCP servers --------------------------------------------------------------------------------------
+
+  /**
+   * The session's MCP servers from `mcp/status`, when a session was created or loaded: its `mcpStatus` events
+   * may have come before the extension knew the session (they start right after the response). A server
+   * without the method (older tandem) has no MCP servers to show.
+   */
+  private async loadMcpStatus(client: TandemClient, sessionId: string): Promise<void> {
+    let servers: McpServerInfo[];
+    try {
+      servers = (await client.mcpStatus(sessionId)).servers ?? [];
+    } catch (err) {
+      this.output.appendLine(`[tandem-vscode] mcp/status failed: ${msg(err)}`);
+      return;
+    }
+    if (this.state.meta.sessionId !== sessionId) return;
+    this.publish(this.state.setMeta({ mcp: servers }));
+    for (const s of servers) if (s.status === 'untrusted') this.announceUntrusted(s.name);
+  }
+
+  /** Once per server and folder in this window: a notification offering to trust a .mcp.json server. */
+  private announceUntrusted(name: string): void {
+    const key = `${this.cwd}\0${name}`;
+    if (this.mcpAnnounced.has(key)) return;
+    this.mcpAnnounced.add(key);
+    void Promise.resolve(vscode.window.showWarningMessage(untrustedNotice(name), 'Trust and start', 'Show MCP Servers')).then((a) => {
+      if (a === 'Trust and start') void this.trustMcp(name).catch((err) => this.showError(msg(err)));
+      if (a === 'Show MCP Servers') void this.pickMcpServer().catch((err) => this.showError(msg(err)));
+    });
+  }
+
+  /** Trusts a server of the workspace's .mcp.json (remembered for the folder) and starts it; mcpStatus events follow. */
+  async trustMcp(name: string): Promise<void> {
+    const { client, sessionId } = this.requireSession();
+    const server = this.state.meta.mcp?.find((s) => s.name === name);
+    if (server && server.status !== 'untrusted') return;
+    await client.mcpTrust(sessionId, name);
+    this.output.appendLine(`[tandem-vscode] trusted the MCP server ${name} of ${this.cwd}/.mcp.json`);
+  }
+
+  /** "tandem: MCP Servers": each server with status, source, tools and error; untrusted ones can be trusted here. */
+  async pickMcpServer(): Promise<void> {
+    const sessionId = this.state.meta.sessionId;
+    if (!sessionId || !this.client?.running) {
+      void vscode.window.showInformationMessage('tandem: MCP servers start with a session, and the first prompt starts one. Send a prompt, then look again.');
+      return;
+    }
+    await this.loadMcpStatus(this.client, sessionId);
+    const servers = this.state.meta.mcp ?? [];
+    if (!servers.length) {
+      void vscode.window.showInformationMessage(
+        "tandem: this session has no MCP servers. Add one as [mcp_servers.NAME] in tandem's config file, or in the workspace's .mcp.json.",
+      );
+      return;
+    }
+    const summary = mcpSummary(servers)!;
+    const pick = await vscode.window.showQuickPick(mcpPickItems(servers), { title: `tandem ${summary.label}: MCP servers of this session`, matchOnDescription: true, matchOnDetail: true });
+    if (!pick) return;
+    if (pick.action === 'trust') return this.trustMcp(pick.server);
+    const s = (this.state.meta.mcp ?? []).find((x) => x.name === pick.server);
+    if (!s) return;
+    // The detail row of a Quick Pick may be cut; the message holds the whole error.
+    const text = `tandem: ${mcpServerDetails(s)}`;
+    if (s.status === 'untrusted') {
+      const a = await vscode.window.showWarningMessage(text, 'Trust and start');
+      if (a === 'Trust and start') await this.trustMcp(s.name);
+    } else if (s.status === 'failed' || s.status === 'exited') {
+      const a = await vscode.window.showErrorMessage(text, 'Show Log');
+      if (a === 'Show Log') this.output.show(true);
+    } else {
+      void vscode.window.showInformationMessage(text);
+    }
   }
 
   // ---- actions ----------------------------------------------------------------------------------------
@@ -730,6 +825,7 @@ export class Controller implements vscode.Disposable {
   async dispose(): Promise<void> {
     this.dropPending();
     this.status.dispose();
+    this.mcpStatus.dispose();
     this.diffs.dispose();
     this.plans.dispose();
     await this.supervisor.dispose();

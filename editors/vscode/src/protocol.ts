@@ -1,6 +1,8 @@
 // Types of tandem's native JSON-RPC protocol v1 (protocol.md at the repository root, and DESIGN.md §3), client side.
 // Kept free of any `vscode` import so the client, the state reducer and the tests can use them under plain node.
 
+import type { McpServerInfo, McpServerStatus, McpToolRef } from './mcp';
+
 export const PROTOCOL_VERSION = 1;
 
 export type Mode = 'ask' | 'autoEdit' | 'plan' | 'fullAuto';
@@ -97,6 +99,8 @@ export type SessionEvent = EventBase &
         title: string;
         arguments: unknown;
         locations?: { path: string; line?: number }[];
+        /** A tool of an MCP server: its server and its own name. */
+        mcp?: McpToolRef;
       }
     | {
         type: 'approvalRequested';
@@ -110,6 +114,7 @@ export type SessionEvent = EventBase &
         diff?: FileDiff[];
         command?: string;
         cwd?: string;
+        mcp?: McpToolRef;
         options: ApprovalOption[];
       }
     | { type: 'approvalResolved'; requestId: string; decision: Decision }
@@ -129,7 +134,13 @@ export type SessionEvent = EventBase &
     | { type: 'notice'; kind: string; text: string }
     | { type: 'usage'; model: string; inputTokens: number; outputTokens: number; cachedTokens?: number }
     | { type: 'turnEnded'; reason: TurnEndReason; error?: { message: string; retriable: boolean } }
+    | { type: 'mcpStatus'; server: string; status: McpServerStatus; tools?: string[]; error?: string }
   );
+
+/** The answer of `mcp/status`. */
+export interface McpStatusResult {
+  servers: McpServerInfo[];
+}
 
 export type EventOf<T extends SessionEvent['type']> = Extract<SessionEvent, { type: T }>;
 

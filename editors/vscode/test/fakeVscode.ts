@@ -115,7 +115,11 @@ export const fake = {
   textDocuments: [] as FakeDocument[],
   tabs: [] as Tab[],
   webviewProviders: new Map<string, any>(),
-  statusBar: { text: '', tooltip: '', command: '' as unknown, backgroundColor: undefined as unknown, name: '', show() {}, dispose() {} },
+  statusBar: { text: '', tooltip: '', command: '' as unknown, backgroundColor: undefined as unknown, name: '', show() {}, hide() {}, dispose() {} },
+  /** Status bar items other than the main one (`tandem.status`), by id, with whether they are shown. */
+  statusBars: new Map<string, { text: string; tooltip: string; command: unknown; backgroundColor: unknown; name: string; visible: boolean; show(): void; hide(): void; dispose(): void }>(),
+  /** Answers a message's action buttons (a notification clicked); undefined: dismissed. */
+  onMessage: undefined as ((m: { level: 'info' | 'warning' | 'error'; text: string; actions: string[] }) => string | undefined) | undefined,
   output: [] as string[],
   workspaceFolder: undefined as string | undefined,
   configListeners: [] as ((e: { affectsConfiguration(section: string): boolean }) => void)[],
@@ -141,6 +145,8 @@ export const fake = {
     this.webviewProviders.clear();
     this.output.length = 0;
     this.configListeners.length = 0;
+    this.statusBars.clear();
+    this.onMessage = undefined;
   },
 };
 
@@ -199,13 +205,19 @@ export const workspace = {
 };
 
 const message = (level: 'info' | 'warning' | 'error') => async (text: string, ...actions: string[]) => {
-  fake.messages.push({ level, text, actions });
-  return undefined;
+  const m = { level, text, actions };
+  fake.messages.push(m);
+  return fake.onMessage?.(m);
 };
 
 export const window = {
   activeTextEditor: undefined as unknown,
-  createStatusBarItem: () => fake.statusBar,
+  createStatusBarItem: (id?: string) => {
+    if (!id || id === 'tandem.status') return fake.statusBar;
+    const item = { text: '', tooltip: '', command: '' as unknown, backgroundColor: undefined as unknown, name: '', visible: false, show() { item.visible = true; }, hide() { item.visible = false; }, dispose() { item.visible = false; } };
+    fake.statusBars.set(id, item);
+    return item;
+  },
   createOutputChannel: () => ({ appendLine: (l: string) => fake.output.push(l), show() {}, dispose() {} }),
   showInformationMessage: message('info'),
   showWarningMessage: message('warning'),

@@ -5,6 +5,7 @@ import MarkdownIt from 'markdown-it';
 import type { ChatItem, ChatMeta, Snapshot } from '../chatState';
 import type { Decision } from '../protocol';
 import { contextGauge, diffStat, isTooLargeToEdit } from '../promptContext';
+import { mcpApprovalText, mcpSummary } from '../mcp';
 
 declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): unknown; setState(s: unknown): void };
 const vscode = acquireVsCodeApi();
@@ -222,6 +223,8 @@ function renderTool(t: Extract<ChatItem, { type: 'tool' }>): HTMLElement {
       'div',
       { class: 'card-head' },
       el('span', { class: `badge kind-${t.kind}`, 'data-testid': 'tool-kind' }, t.kind),
+      // An MCP tool says which server runs it (outside tandem's sandbox).
+      ...(t.mcp ? [el('span', { class: 'badge mcp', 'data-testid': 'tool-mcp-server', title: `Tool ${t.mcp.tool} of the MCP server ${t.mcp.server}` }, `MCP ${t.mcp.server}`)] : []),
       el('span', { class: 'title', 'data-testid': 'tool-title' }, ...titleParts(t.title)),
       el('span', { class: 'status', 'data-testid': 'tool-status' }, STATUS_LABEL[t.status] ?? t.status),
     ),
@@ -229,6 +232,12 @@ function renderTool(t: Extract<ChatItem, { type: 'tool' }>): HTMLElement {
   const a = t.approval;
   if (a) {
     const box = el('div', { class: 'approval', 'data-testid': 'approval' });
+    if (a.mcp) {
+      // Who runs what, and the arguments in full: the server runs the tool outside tandem's sandbox.
+      const text = mcpApprovalText(a.mcp, t.arguments);
+      box.append(el('div', { class: 'mcp-heading', 'data-testid': 'approval-mcp' }, ...titleParts(text.heading)));
+      box.append(el('pre', { class: 'mcp-arguments', 'data-testid': 'approval-arguments' }, text.arguments));
+    }
     box.append(el('div', { class: 'reason' }, a.reason));
     // A cut proposal opens read-only: say so where the user decides, not only in the diff editor.
     const readOnly = !!a.diff?.length && isTooLargeToEdit(a.reason);
@@ -325,6 +334,12 @@ function renderMeta(): void {
   const resume = $('#resume');
   resume.hidden = !last || !!meta.sessionId || items.some((i) => i.type !== 'notice');
   $('#resume-title').textContent = last ? `Last session: “${last.title ?? 'untitled'}”, ${new Date(last.updatedAt).toLocaleString()}.` : '';
+  const mcp = mcpSummary(meta.sessionId ? meta.mcp : undefined);
+  const mcpChip = $('#mcp');
+  mcpChip.hidden = !mcp;
+  mcpChip.textContent = mcp ? `${mcp.warning ? '⚠ ' : ''}${mcp.label}` : '';
+  mcpChip.title = mcp ? `MCP servers (click for details)\n${mcp.tooltip}` : '';
+  mcpChip.dataset.warning = String(!!mcp?.warning);
   const net = $('#network');
   net.textContent = meta.networkAccess ? 'net: on' : 'net: off';
   net.dataset.on = String(!!meta.networkAccess);
@@ -495,6 +510,7 @@ $<HTMLInputElement>('#image-file').addEventListener('change', (ev) => {
   f.value = '';
 });
 $('#network').addEventListener('click', () => vscode.postMessage({ type: 'command', command: 'tandem.toggleNetwork' }));
+$('#mcp').addEventListener('click', () => vscode.postMessage({ type: 'command', command: 'tandem.mcpServers' }));
 
 input.addEventListener('keydown', (ev) => {
   if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {

@@ -132,6 +132,16 @@ function tapRecords(log: string): TapRecord[] {
   return fs.readFileSync(log, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as TapRecord);
 }
 
+/** The Python of the MCP test venv (tests/mcp/setup), where the SDK's stdio server runs. */
+function mcpPython(): string {
+  const venv = process.env.TANDEM_MCP_VENV || path.join(os.homedir(), '.cache', 'tandem', 'mcp-venv');
+  const python = path.join(venv, 'bin', 'python');
+  if (!fs.existsSync(python)) throw new Error(`${python} is missing: run tests/mcp/setup in the repository root (or set TANDEM_MCP_VENV)`);
+  return python;
+}
+
+const MCP_STDIO_SERVER = path.join(REPO_ROOT, 'tests', 'mcp', 'stdio_server.py');
+
 function setup(): string {
   log('installing prerequisites (idempotent): scripts/e2e-setup.sh');
   const r = spawnSync('bash', [path.join(EXT_DIR, 'scripts', 'e2e-setup.sh')], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
@@ -219,7 +229,8 @@ async function main(): Promise<number> {
   // The per-hunk revert check changes two separate lines of this file.
   fs.writeFileSync(path.join(ws, 'hunks.txt'), 'one\ntwo\nthree\nfour\nfive\nsix\nseven\n');
   const cfg = path.join(root, 'tandem.toml');
-  fs.writeFileSync(cfg, llm.config());
+  // A real stdio MCP server (the Python SDK's, tests/mcp/setup) for the MCP checks; idle until the model calls it.
+  fs.writeFileSync(cfg, `${llm.config()}\n[mcp_servers.t]\ncommand = ${JSON.stringify(mcpPython())}\nargs = [${JSON.stringify(MCP_STDIO_SERVER)}]\n`);
   const tapLog = path.join(root, 'tap.jsonl');
   const tap = writeTap(root, TANDEM_BIN, tapLog);
   const tandemHome = path.join(root, 'tandem-home');
@@ -754,6 +765,50 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
     await page.locator('.quick-input-list .monaco-list-row', { hasText: 'mock' }).first().waitFor();
     await screenshot(page, 'switch-model');
     await page.keyboard.press('Escape');
+  });
+
+  // ---- MCP: a config server's status and approval; a workspace .mcp.json server trusted from its notification ----
+  await llm.enqueue({ steps: [call('call_e2e_mcp', 'mcp__t__echo', { text: 'e2e via mcp', n: 2 })] }, { steps: [say('MCP echoed.')] });
+  await check('an MCP server of the config shows MCP 1/1; its approval names server and tool with the arguments as pretty JSON; Allow runs it', async () => {
+    await page.locator('.statusbar-item', { hasText: 'MCP 1/1' }).first().waitFor();
+    await c.locator('[data-testid=mcp]', { hasText: 'MCP 1/1' }).waitFor();
+    await c.locator('[data-testid=prompt]').fill('Echo through MCP');
+    await c.locator('[data-testid=prompt]').press('Enter');
+    const card = c.locator('[data-testid=tool-card][data-status=awaitingApproval]');
+    await card.waitFor();
+    await card.locator('[data-testid=tool-mcp-server]', { hasText: 'MCP t' }).waitFor();
+    const heading = await card.locator('[data-testid=approval-mcp]').innerText();
+    if (heading.trim() !== 'MCP server t wants to run echo') throw new Error(`the approval says ${JSON.stringify(heading)}`);
+    await card.locator('[data-testid=approval-mcp] code', { hasText: 'echo' }).waitFor();
+    const args = await card.locator('[data-testid=approval-arguments]').innerText();
+    if (args.trim() !== '{\n  "text": "e2e via mcp",\n  "n": 2\n}') throw new Error(`the arguments show as ${JSON.stringify(args)}`);
+    await card.locator('[data-testid=approve-alwaysTool]').waitFor();
+    await screenshot(page, 'mcp-approval');
+    await card.locator('[data-testid=approve-once]').click();
+    await c.locator('[data-testid=assistant-message]', { hasText: 'MCP echoed.' }).waitFor();
+    await c.locator('[data-testid=tool-card][data-status=completed] [data-testid=tool-mcp-server]', { hasText: 'MCP t' }).first().waitFor();
+    await c.locator('[data-testid=turn-state][data-state=idle]').waitFor();
+  });
+
+  await llm.enqueue({ steps: [say('A workspace server waits.')] });
+  await check("a workspace .mcp.json server is untrusted (MCP 1/2, warning); the notification's Trust and start makes it ready (MCP 2/2)", async () => {
+    fs.writeFileSync(path.join(ws, '.mcp.json'), JSON.stringify({ mcpServers: { w: { command: mcpPython(), args: [MCP_STDIO_SERVER] } } }));
+    await c.locator('[data-testid=new-session]').click();
+    await c.locator('[data-testid=user-message]').first().waitFor({ state: 'detached' });
+    await c.locator('[data-testid=prompt]').fill('Any workspace servers?');
+    await c.locator('[data-testid=prompt]').press('Enter');
+    await c.locator('[data-testid=assistant-message]', { hasText: 'A workspace server waits.' }).waitFor();
+    await page.locator('.statusbar-item', { hasText: 'MCP 1/2' }).first().waitFor();
+    await c.locator('[data-testid=mcp][data-warning=true]', { hasText: 'MCP 1/2' }).waitFor();
+    const toast = page.locator('.notification-toast', { hasText: 'defines the MCP server' }).first();
+    await toast.waitFor();
+    await screenshot(page, 'mcp-untrusted');
+    await toast.locator('.monaco-button', { hasText: 'Trust and start' }).first().click();
+    await page.locator('.statusbar-item', { hasText: 'MCP 2/2' }).first().waitFor();
+    await c.locator('[data-testid=mcp][data-warning=false]', { hasText: 'MCP 2/2' }).waitFor();
+    const trusts = tapRecords(server.log).filter((r) => r.method === 'mcp/trust');
+    if (trusts.length !== 1 || trusts[0].params?.server !== 'w') throw new Error(`mcp/trust requests: ${JSON.stringify(trusts)}`);
+    await screenshot(page, 'mcp-trusted');
   });
 
   // ---- Configure Model: the config for a provider kind, the key in SecretStorage and the server's environment --

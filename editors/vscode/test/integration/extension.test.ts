@@ -15,6 +15,8 @@ import { MockLlm, call, gate, say, waitFor } from '../mockLlm';
 import { tempDir, TANDEM_BIN, requireBinary } from './harness';
 import { TandemClient } from '../../src/client';
 import * as ext from '../../src/extension';
+import { mcpApprovalText } from '../../src/mcp';
+import * as os from 'node:os';
 
 const EXT_DIR = path.resolve(__dirname, '..', '..', '..');
 
@@ -32,6 +34,8 @@ const sent: { method: string; params: any }[] = [];
 const clients = new Set<TandemClient>();
 /** Set by a test to make the server's answer to `stop` fail (a stop that does not get through). */
 let failStop = false;
+/** Set by a test to make `mcp/status` fail, so only the mcpStatus events tell the extension about MCP servers. */
+let failMcpStatus = false;
 const sentOf = (method: string) => sent.filter((r) => r.method === method);
 
 /**
@@ -47,6 +51,7 @@ async function activate(
   sent.length = 0;
   clients.clear();
   failStop = false;
+  failMcpStatus = false;
   const ws = opts.ws ?? tempDir('tandem-ext-ws-');
   fake.workspaceFolder = ws;
   for (const [k, v] of Object.entries(settings)) fake.settings.set(k, v);
@@ -125,6 +130,7 @@ describe('the extension in a fake VS Code host', () => {
       sent.push({ method, params });
       clients.add(this);
       if (method === 'stop' && failStop) return Promise.reject(new Error('stop did not get through'));
+      if (method === 'mcp/status' && failMcpStatus) return Promise.reject(new Error('mcp/status did not get through'));
       return realRequest.call(this, method, params);
     };
   });
@@ -340,7 +346,9 @@ describe('the extension in a fake VS Code host', () => {
     await fake.commands.get('tandem.sessions')!();
     assert.ok(offered.includes(stored), `the stored session is offered: ${offered}`);
     assert.equal(spawned.length, 1, 'the command started the server');
-    assert.deepEqual(sent.map((r) => r.method).filter((m) => m !== 'session/list'), ['session/load'], 'reads only: no session/new');
+    // mcp/status is a read too: the loaded session's MCP servers for the status bar.
+    assert.deepEqual(sent.map((r) => r.method).filter((m) => m !== 'session/list' && m !== 'mcp/status'), ['session/load'], 'reads only: no session/new');
+    assert.deepEqual(sentOf('mcp/status').map((r) => r.params), [{ sessionId: stored }]);
     assert.ok(sentOf('session/list').length >= 1);
     second.show();
     second.view.send({ type: 'ready' });
@@ -889,7 +897,153 @@ describe('the extension in a fake VS Code host', () => {
     assert.match(cfgErr.text, /tandem\.configFile/);
     assert.ok(cfgErr.actions.includes('Show Log'));
   });
+
+  // ---- MCP servers (protocol.md "MCP servers"): a real stdio server of the Python SDK (tests/mcp/setup) ----
+
+  test('an MCP server of the config: the status bar and header show it ready with its tools; its approval shows server, tool and pretty JSON; allowing runs it', async () => {
+    const cfg = path.join(tempDir('tandem-ext-mcp-cfg-'), 'tandem.toml');
+    fs.writeFileSync(cfg, `${llm.config()}\n[mcp_servers.t]\ncommand = ${JSON.stringify(mcpPython())}\nargs = [${JSON.stringify(MCP_STDIO_SERVER)}]\n`);
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfg });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    assert.equal(fake.statusBars.get('tandem.mcp')?.visible, false, 'no session yet: no MCP status');
+    await llm.enqueue(
+      { steps: [say('Echoing.'), call('call_mcp_echo', 'mcp__t__echo', { text: 'hello from mcp', opts: { n: 1 } })] },
+      { steps: [say('Echoed.')] },
+    );
+    const n = llm.requests.length;
+    view.send({ type: 'prompt', text: 'echo something' });
+    const mcpBar = () => fake.statusBars.get('tandem.mcp')!;
+    await waitFor(() => viewMeta(view)?.mcp?.[0]?.status === 'ready' && viewMeta(view).mcp[0].source === 'config' && mcpBar().visible && mcpBar().text === '$(plug) MCP 1/1', 30_000, `the server ready in the view and the status bar (${mcpBar()?.text})`);
+    assert.deepEqual(
+      viewMeta(view).mcp.map((s: any) => [s.name, s.source, s.status]),
+      [['t', 'config', 'ready']],
+    );
+    assert.ok(viewMeta(view).mcp[0].tools.includes('mcp__t__echo'), `tools: ${viewMeta(view).mcp[0].tools}`);
+    assert.equal(mcpBar().command, 'tandem.mcpServers');
+    assert.match(mcpBar().tooltip, /t: ready, \d+ tools/);
+    assert.equal(mcpBar().backgroundColor, undefined, 'nothing to warn about');
+    assert.ok(sentOf('mcp/status').some((r) => r.params.sessionId === viewMeta(view).sessionId), 'the list is asked for when the session opens');
+
+    await waitFor(() => viewItems(view).some((i) => i.type === 'tool' && i.status === 'awaitingApproval'), 30_000, 'the MCP approval');
+    const tools = (llm.requests[n].body.tools ?? []).map((t: any) => t.function?.name);
+    assert.ok(tools.includes('mcp__t__echo'), `the model was offered the MCP tool: ${tools}`);
+    const card = viewItems(view).find((i) => i.type === 'tool');
+    assert.deepEqual(card.mcp, { server: 't', tool: 'echo' }, 'the card knows its server');
+    assert.deepEqual(card.approval.mcp, { server: 't', tool: 'echo' });
+    assert.deepEqual(card.approval.options.map((o: any) => o.decision), ['once', 'alwaysTool', 'deny']);
+    // What the approval shows, computed from what the view was sent, as the webview renders it.
+    const shown = mcpApprovalText(card.approval.mcp, card.arguments);
+    assert.equal(shown.heading, 'MCP server `t` wants to run `echo`');
+    assert.equal(shown.arguments, '{\n  "text": "hello from mcp",\n  "opts": {\n    "n": 1\n  }\n}');
+    assert.equal(fake.contexts.get('tandem.hasPendingApproval'), true);
+
+    view.send({ type: 'approve', requestId: card.approval.requestId, decision: 'once' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'Echoed.'), 30_000, 'the turn after the MCP call');
+    const done = viewItems(view).find((i) => i.type === 'tool');
+    assert.equal(done.status, 'completed');
+    assert.match(done.result, /hello from mcp/, 'the server ran the tool');
+    const toolMessage = (llm.requests[n + 1].body.messages as any[]).find((m) => m.role === 'tool');
+    assert.match(JSON.stringify(toolMessage?.content), /hello from mcp/, 'the model got the server\'s answer');
+
+    // tandem.mcpServers: the server with status, source and tools; picking it shows everything about it.
+    let rows: any[] = [];
+    fake.quickPickAnswers.push((items) => ((rows = items), items.find((i: any) => i.server === 't' && i.action === 'show')));
+    await fake.commands.get('tandem.mcpServers')!();
+    assert.deepEqual(rows.map((r) => [r.server, r.action]), [['t', 'show']], 'no trust row for a config server');
+    assert.match(rows[0].description, /^ready · from tandem's config · \d+ tools$/);
+    assert.match(rows[0].detail, /\becho\b/);
+    assert.match(fake.messages.at(-1)!.text, /MCP server "t" \(from tandem's config\): ready, \d+ tools\. Tools: .*echo/);
+    assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), []);
+  });
+
+  test("a server of the workspace's .mcp.json shows untrusted with a warning, is announced once, and Trust and start in MCP Servers makes it ready", async () => {
+    const ws = tempDir('tandem-ext-mcp-ws-');
+    fs.writeFileSync(path.join(ws, '.mcp.json'), JSON.stringify({ mcpServers: { w: { command: mcpPython(), args: [MCP_STDIO_SERVER] } } }));
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile }, { ws });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    await llm.enqueue({ steps: [say('hi')] });
+    view.send({ type: 'prompt', text: 'hello' });
+    const mcpBar = () => fake.statusBars.get('tandem.mcp')!;
+    // The event may come before mcp/status answers; the source comes with the answer.
+    await waitFor(() => viewMeta(view)?.mcp?.[0]?.status === 'untrusted' && viewMeta(view).mcp[0].source === 'workspace' && mcpBar().text === '$(warning) MCP 0/1', 30_000, `the untrusted server (${mcpBar()?.text})`);
+    assert.equal((mcpBar().backgroundColor as { id?: string })?.id, 'statusBarItem.warningBackground');
+    const announced = () => fake.messages.filter((m) => m.level === 'warning' && /\.mcp\.json defines the MCP server "w"/.test(m.text));
+    await waitFor(() => announced().length === 1, 10_000, 'the notification');
+    assert.deepEqual(announced()[0].actions, ['Trust and start', 'Show MCP Servers']);
+    await waitFor(() => idle(view), 10_000, 'the turn');
+    // Both the event and mcp/status reported it untrusted, and the pick below asks again: still one notification.
+
+    const why = viewMeta(view).mcp[0].error;
+    assert.match(why, /\.mcp\.json.*trust/, 'the server says why it waits');
+    let rows: any[] = [];
+    fake.quickPickAnswers.push((items) => ((rows = items), items.find((i: any) => i.server === 'w' && i.action === 'trust')));
+    await fake.commands.get('tandem.mcpServers')!();
+    assert.equal(announced().length, 1, 'announced once');
+    assert.deepEqual(rows.map((r) => [r.server, r.action]), [['w', 'show'], ['w', 'trust']]);
+    assert.match(rows[0].description, /^untrusted · from the workspace's \.mcp\.json · 0 tools$/);
+    assert.equal(rows[0].detail, why, 'the whole error');
+    assert.deepEqual(sentOf('mcp/trust').map((r) => r.params), [{ sessionId: viewMeta(view).sessionId, server: 'w' }]);
+    await waitFor(() => viewMeta(view).mcp[0].status === 'ready' && mcpBar().text === '$(plug) MCP 1/1', 30_000, `the trusted server ready (${mcpBar().text})`);
+    assert.ok(viewMeta(view).mcp[0].tools.includes('mcp__w__echo'));
+    assert.equal(mcpBar().backgroundColor, undefined);
+    assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), []);
+  });
+
+  test('without an mcp/status answer the mcpStatus events alone drive the status bar and announce an untrusted server', async () => {
+    const ws = tempDir('tandem-ext-mcp-ws3-');
+    fs.writeFileSync(path.join(ws, '.mcp.json'), JSON.stringify({ mcpServers: { w: { command: mcpPython(), args: [MCP_STDIO_SERVER] } } }));
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile }, { ws });
+    failMcpStatus = true;
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    await llm.enqueue({ steps: [say('hi')] });
+    view.send({ type: 'prompt', text: 'hello' });
+    const mcpBar = () => fake.statusBars.get('tandem.mcp')!;
+    await waitFor(() => fake.messages.some((m) => /\.mcp\.json defines the MCP server "w"/.test(m.text)), 30_000, 'the notification from the event');
+    await waitFor(() => mcpBar().text === '$(warning) MCP 0/1', 10_000, `the status bar from the event (${mcpBar().text})`);
+    assert.ok(sentOf('mcp/status').length >= 1, 'mcp/status was asked (and failed)');
+    assert.ok(fake.output.some((l) => /mcp\/status failed/.test(l)), 'its failure is logged');
+    await waitFor(() => idle(view), 10_000, 'the turn');
+    assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), [], 'and not shown as an error');
+  });
+
+  test("the notification's Trust and start trusts a .mcp.json server; a later session of the folder starts it without asking", async () => {
+    const ws = tempDir('tandem-ext-mcp-ws2-');
+    fs.writeFileSync(path.join(ws, '.mcp.json'), JSON.stringify({ mcpServers: { w: { command: mcpPython(), args: [MCP_STDIO_SERVER] } } }));
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile }, { ws });
+    fake.onMessage = (m) => (m.actions.includes('Trust and start') ? 'Trust and start' : undefined);
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    await llm.enqueue({ steps: [say('first')] }, { steps: [say('second')] });
+    view.send({ type: 'prompt', text: 'hello' });
+    await waitFor(() => sentOf('mcp/trust').length === 1, 30_000, 'the trust from the notification');
+    assert.equal(sentOf('mcp/trust')[0].params.server, 'w');
+    await waitFor(() => viewMeta(view)?.mcp?.[0]?.status === 'ready', 30_000, 'the trusted server ready');
+    await waitFor(() => idle(view), 10_000, 'the turn');
+    const notices = fake.messages.filter((m) => /\.mcp\.json defines/.test(m.text)).length;
+    assert.equal(notices, 1);
+
+    await fake.commands.get('tandem.newSession')!();
+    view.send({ type: 'prompt', text: 'again' });
+    await waitFor(() => viewMeta(view)?.sessionId && viewMeta(view)?.mcp?.[0]?.status === 'ready', 30_000, 'the second session\'s server ready without a trust');
+    assert.equal(sentOf('mcp/trust').length, 1, 'trusted once for the folder');
+    assert.equal(fake.messages.filter((m) => /\.mcp\.json defines/.test(m.text)).length, notices, 'not announced again');
+    await waitFor(() => idle(view), 10_000, 'the second turn');
+  });
 });
+
+/** The Python of the MCP test venv (tests/mcp/setup), where the SDK's stdio server runs. */
+function mcpPython(): string {
+  const venv = process.env.TANDEM_MCP_VENV || path.join(os.homedir(), '.cache', 'tandem', 'mcp-venv');
+  const python = path.join(venv, 'bin', 'python');
+  if (!fs.existsSync(python)) throw new Error(`${python} is missing: run tests/mcp/setup in the repository root (or set TANDEM_MCP_VENV)`);
+  return python;
+}
+
+/** The repository's stdio MCP test server (tools echo, env, slow, crash). */
+const MCP_STDIO_SERVER = path.resolve(EXT_DIR, '..', '..', 'tests', 'mcp', 'stdio_server.py');
 
 /** The pid of the n-th server the extension spawned, from its log line. */
 function spawnedPid(n: number): number {

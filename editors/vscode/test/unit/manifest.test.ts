@@ -35,6 +35,14 @@ test('every contributed command is registered in commands.ts, and nothing else i
   assert.deepEqual(registered, commands);
 });
 
+test('every contributed command has a title in the tandem category', () => {
+  for (const c of manifest.contributes.commands as { command: string; title?: string; category?: string }[]) {
+    assert.ok(c.title?.trim(), `${c.command} has a title`);
+    assert.equal(c.category, 'tandem', `${c.command} is in the tandem category`);
+  }
+  assert.ok(manifest.contributes.commands.some((c: { command: string }) => c.command === 'tandem.mcpServers'), 'MCP Servers is contributed');
+});
+
 test('the manifest has an icon file and a changelog next to it', () => {
   const root = path.resolve(__dirname, '..', '..', '..');
   assert.ok(fs.existsSync(path.join(root, manifest.icon)), `icon ${manifest.icon}`);
