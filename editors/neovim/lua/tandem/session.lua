@@ -104,7 +104,10 @@ local function start_session(gen, cb)
       return
     end
     S.session = { sessionId = res.sessionId, model = res.model, mode = res.mode, cwd = params.cwd, network = false }
-    require('tandem.mcp').render() -- an open MCP list now shows this session (its servers follow as events)
+    -- The whole list once: the sources, and the statuses the server may tell before this answer
+    -- (an untrusted server's comes at once), which on_event dropped for want of a session. An open
+    -- MCP list shows this session from now on, and its servers' events keep it current.
+    require('tandem.mcp').refresh()
     local network = S.next_session.network
     S.next_session = {}
     if network then

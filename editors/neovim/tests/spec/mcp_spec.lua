@@ -36,6 +36,18 @@ local function list_row(text)
   end
 end
 
+--- A stand-in for vim.health that records each report as "level: message".
+local function fake_health()
+  local out = {}
+  local rec = {}
+  for _, level in ipairs({ 'ok', 'info', 'warn', 'error' }) do
+    rec[level] = function(msg)
+      table.insert(out, level .. ': ' .. msg)
+    end
+  end
+  return rec, out
+end
+
 local function notes_with(text)
   return vim.tbl_filter(function(msg)
     return msg:find(text, 1, true) ~= nil
@@ -86,12 +98,20 @@ describe('MCP servers', function()
     wait_list('t  [config]  ready')
     assert.same({ 'refresh', 'trust' }, vim.fn.getcompletion('Tandem mcp ', 'cmdline'))
     assert.same({}, vim.fn.getcompletion('Tandem mcp trust ', 'cmdline'), 'no untrusted server to complete')
+    -- :checkhealth reports each server of the open session.
+    local health, out = fake_health()
+    require('tandem.health').check_mcp(health)
+    table.sort(out)
+    assert.equals(2, #out, vim.inspect(out))
+    assert.truthy(out[1]:find('^error: MCP server `bad` %[config%]: failed: .*boom'), out[1])
+    assert.equals('ok: MCP server `t` [config]: ready, 4 tools', out[2])
   end)
 
   it('an MCP approval shows the server, the tool and the arguments as indented JSON; y runs it', function()
     local ctx = h.fresh({ responses = {
       { { tool_call = { id = 'call_mcp', name = 'mcp__t__echo', arguments = { text = 'echo from mcp' } } } },
       { { text = 'The server echoed it.' } },
+      { { text = 'A second session.' } },
     } })
     add_servers(ctx, SERVER_T)
     vim.cmd('Tandem prompt echo something')
@@ -112,6 +132,47 @@ describe('MCP servers', function()
     assert.truthy(tool_text:find('echo from mcp', 1, true), tool_text)
     h.wait_chat('✔ echo  MCP server `t`  [completed]')
     assert.truthy(h.chat_has('The server echoed it.'), h.chat())
+    -- Another session, then back: the history names the server too (its entries carry only the
+    -- model-facing name), and the servers of a session the server already runs (no new events)
+    -- come from mcp/status.
+    local tandem = require('tandem')
+    local first = tandem.state.session.sessionId
+    vim.cmd('Tandem new')
+    vim.cmd('Tandem prompt another')
+    h.wait_chat('A second session.')
+    assert.is_not.equals(first, tandem.state.session.sessionId)
+    tandem.load_session(first)
+    h.wait_chat('· resumed session ' .. first)
+    h.wait_chat('✔ echo  MCP server `t`  [completed]')
+    h.wait(function()
+      return tandem.mcp_status() == 'MCP 1/1'
+    end, 'the resumed session\'s MCP servers (mcp/status after session/load)')
+    vim.cmd('Tandem mcp')
+    wait_list('MCP servers · session ' .. first)
+    wait_list('t  [config]  ready')
+  end)
+
+  it('a server that exits mid-call is a warning naming it, and the list shows exited with the reason', function()
+    local ctx, tandem = h.fresh({ responses = {
+      { { tool_call = { id = 'call_crash', name = 'mcp__t__crash', arguments = vim.empty_dict() } } },
+      { { text = 'It crashed.' } },
+    } })
+    add_servers(ctx, SERVER_T)
+    vim.cmd('Tandem prompt crash it')
+    local v = h.wait_float()
+    local text = h.buf_text(v.buf)
+    assert.truthy(text:find('MCP server `t` wants to run `crash`', 1, true), text)
+    assert.truthy(text:find('Arguments:\n{}', 1, true), text)
+    h.press('y')
+    h.wait_turn_end('completed')
+    local n = h.wait_note('MCP server `t` exited')
+    assert.equals(vim.log.levels.WARN, n.level)
+    h.wait_chat('✘ crash  MCP server `t`  [failed]')
+    assert.equals('MCP 0/1', tandem.mcp_status())
+    vim.cmd('Tandem mcp')
+    wait_list('t  [config]  exited')
+    local rows_after = vim.api.nvim_buf_get_lines(require('tandem.mcp').buffer(), list_row('t  [config]  exited'), -1, false)
+    assert.truthy(rows_after[1]:match('^    %S'), 'the reason is under the server: ' .. vim.inspect(rows_after))
   end)
 
   it('a workspace .mcp.json server shows untrusted, is notified once, and :Tandem mcp trust (or t) starts it', function()
@@ -148,6 +209,63 @@ describe('MCP servers', function()
     -- An unknown server is the server's invalidParams, reported.
     vim.cmd('Tandem mcp trust nosuch')
     h.wait_note('could not trust MCP server `nosuch`')
+    -- Without a session, :checkhealth names what .mcp.json declares; trust needs a session.
+    vim.cmd('Tandem new')
+    assert.equals('', tandem.mcp_status())
+    local health, out = fake_health()
+    require('tandem.health').check_mcp(health)
+    assert.equals(1, #out, vim.inspect(out))
+    assert.truthy(out[1]:find('^info: MCP servers of .*%.mcp%.json: w, w2'), out[1])
+    vim.cmd('Tandem mcp trust w')
+    h.wait_note('no session is open, so there is no MCP server to trust')
+  end)
+
+  it('a status told before the session/new answer (an untrusted server\'s comes at once) is not lost', function()
+    local ctx, tandem = h.fresh({ responses = { { { text = 'first' } } } })
+    h.write(ctx.ws .. '/.mcp.json', vim.json.encode({ mcpServers = { w = { command = python, args = { stdio_server } } } }))
+    -- Hold the session/new answer until the server's mcpStatus for the new session has been
+    -- handled (and dropped: no session was known yet), as when the server sends it first.
+    local rpc = require('tandem.rpc')
+    local start = rpc.start
+    local seen, released = {}, false
+    rpc.start = function(cmd, opts)
+      local on_notification = opts.on_notification
+      opts.on_notification = function(method, params)
+        on_notification(method, params)
+        if method == 'session/event' and params.type == 'mcpStatus' then
+          table.insert(seen, params)
+        end
+      end
+      local client, err = start(cmd, opts)
+      if client then
+        local request = client.request
+        client.request = function(self, method, params, cb)
+          if method == 'session/new' then
+            local answer, tries = cb, 0
+            cb = function(e, res)
+              local function release()
+                tries = tries + 1
+                if #seen > 0 or tries > 1000 then
+                  released = #seen > 0
+                  answer(e, res)
+                else
+                  vim.defer_fn(release, 10)
+                end
+              end
+              release()
+            end
+          end
+          return request(self, method, params, cb)
+        end
+      end
+      return client, err
+    end
+    vim.cmd('Tandem prompt hello')
+    h.wait_turn_end('completed')
+    assert.is_true(released, 'the mcpStatus came while the session/new answer was held')
+    assert.equals('untrusted', seen[1].status)
+    h.wait_note('MCP server `w` comes from the workspace\'s .mcp.json')
+    assert.equals('MCP 0/1', tandem.mcp_status())
   end)
 
   it('pretty_json indents objects and arrays by two spaces, sorts keys, keeps empties and scalars', function()
