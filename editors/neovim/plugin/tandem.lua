@@ -25,7 +25,7 @@ end, {
 -- names mirror require('tandem.commands').actions (a test checks they agree); the module loads
 -- only when a mapping is used.
 for _, action in ipairs({ 'prompt', 'chat', 'stop', 'steer', 'model', 'mode', 'network', 'add', 'sessions', 'resume',
-  'approvals', 'retry', 'new', 'restart', 'status', 'close' }) do
+  'approvals', 'retry', 'new', 'restart', 'status', 'close', 'mcp' }) do
   local plug = '<Plug>(Tandem' .. action:sub(1, 1):upper() .. action:sub(2) .. ')'
   vim.keymap.set('n', plug, function()
     require('tandem.commands').actions[action].fn()
@@ -40,6 +40,15 @@ function! TandemCompletePrompt(lead, line, pos) abort
   return luaeval('require("tandem.context").complete_line(_A, require("tandem.config").cwd())', a:line)
 endfunction
 ]])
+
+-- <Plug>(TandemMcpTrust) and <Plug>(TandemMcpRefresh): the keys of the :Tandem mcp list (t and r by
+-- default; keymaps.mcp maps them): trust the server on the cursor's line, ask the server again.
+vim.keymap.set('n', '<Plug>(TandemMcpTrust)', function()
+  require('tandem.mcp').trust_at_cursor()
+end, { desc = 'tandem: trust the MCP server under the cursor' })
+vim.keymap.set('n', '<Plug>(TandemMcpRefresh)', function()
+  require('tandem.mcp').refresh()
+end, { desc = 'tandem: refresh the MCP server list' })
 
 -- <Plug>(TandemApproval…): the approval keys (y a c n e d q by default) act on the approval shown
 -- in the current window; keymaps.approval maps its keys to these.

@@ -94,9 +94,21 @@ function M.lines(ev)
       end
     end
   end
-  add(('%s · %s'):format(ev.kind or 'tool', ev.name or '?'), 'Title')
+  local mcp = type(ev.mcp) == 'table' and ev.mcp or nil
+  if mcp then
+    -- An MCP server runs the tool outside tandem's sandbox: name the server and its own tool name.
+    add(('MCP server `%s` wants to run `%s`'):format(tostring(mcp.server), tostring(mcp.tool)), 'Title')
+    add(('%s · %s'):format(ev.kind or 'tool', ev.name or '?'), 'Comment')
+  else
+    add(('%s · %s'):format(ev.kind or 'tool', ev.name or '?'), 'Title')
+  end
   if ev.reason and ev.reason ~= '' then
     add('Reason: ' .. ev.reason)
+  end
+  if mcp then
+    add('')
+    add('Arguments:')
+    add(require('tandem.mcp').pretty_json(ev.arguments == nil and vim.empty_dict() or ev.arguments), 'String')
   end
   if ev.command then
     add('')
@@ -113,7 +125,7 @@ function M.lines(ev)
         table.insert(marks, { offset + m[1], m[2] })
       end
     end
-  elseif not ev.command and ev.arguments then
+  elseif not ev.command and not mcp and ev.arguments then
     add('')
     local ok, json = pcall(vim.json.encode, ev.arguments)
     add(ok and json or vim.inspect(ev.arguments), 'Comment')

@@ -28,7 +28,7 @@ end
 
 ---@class tandem.Subcommand
 ---@field impl fun(rest: string, opts: table) runs `:Tandem {name} {rest}`; opts are the user command's
----@field complete? fun(lead: string): string[] completes the argument
+---@field complete? fun(lead: string, words: string[]): string[] completes the argument (words: the command line's words)
 ---@field desc string one line for the help and the error of an unknown subcommand
 
 --- Every :Tandem subcommand by name.
@@ -156,6 +156,25 @@ M.subcommands = {
       server.restart()
     end,
   },
+  mcp = {
+    desc = "list the session's MCP servers; `mcp trust {server}` trusts one of the workspace's .mcp.json",
+    impl = function(rest)
+      local words = vim.split(vim.trim(rest), '%s+', { trimempty = true })
+      if #words == 0 then
+        session.mcp()
+      elseif words[1] == 'trust' and #words <= 2 then
+        session.mcp_trust(words[2])
+      elseif words[1] == 'refresh' and #words == 1 then
+        require('tandem.mcp').refresh()
+      else
+        notify(('unknown :Tandem mcp arguments %q: use :Tandem mcp, :Tandem mcp trust {server} or :Tandem mcp refresh.')
+          :format(rest), vim.log.levels.ERROR)
+      end
+    end,
+    complete = function(lead, words)
+      return require('tandem.mcp').complete(lead, words)
+    end,
+  },
   status = {
     desc = 'show model, mode, network, gauge and state',
     impl = function()
@@ -198,7 +217,7 @@ function M.complete(arglead, cmdline)
   end
   local sub = M.subcommands[words[2]]
   if sub and sub.complete then
-    return sub.complete(arglead)
+    return sub.complete(arglead, words)
   end
   return {}
 end
@@ -223,6 +242,7 @@ M.actions = {
   restart = { plug = 'TandemRestart', desc = 'restart the server', fn = function() server.restart() end },
   status = { plug = 'TandemStatus', desc = 'show the status', fn = function() M.subcommands.status.impl('', {}) end },
   close = { plug = 'TandemClose', desc = 'close the chat', fn = function() ui().close() end },
+  mcp = { plug = 'TandemMcp', desc = "list the session's MCP servers", fn = function() session.mcp() end },
 }
 
 --- keymaps.global = { action = lhs } of setup(): each lhs maps to the action's <Plug>.

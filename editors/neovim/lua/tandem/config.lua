@@ -19,6 +19,7 @@ local M = {}
 ---@field global? table<string, string|false> action = lhs (actions: require('tandem.commands').actions)
 ---@field chat? { prompt?: string|false, steer?: string|false, stop?: string|false, model?: string|false, mode?: string|false, approvals?: string|false, close?: string|false }
 ---@field approval? { once?: string, always_tool?: string, always_command?: string, deny?: string, edit?: string, diff?: string, hide?: string }
+---@field mcp? { trust?: string|false, refresh?: string|false, close?: string|false } keys of the :Tandem mcp list
 
 ---@class tandem.Config The setup() table; every field is optional.
 ---@field cmd? string[]|string the server command (a string is a binary path: { path, 'serve' })
@@ -100,6 +101,12 @@ M.defaults = {
       edit = 'e',
       diff = 'd',
       hide = 'q',
+    },
+    -- Keys in the :Tandem mcp list (false disables one).
+    mcp = {
+      trust = 't',
+      refresh = 'r',
+      close = 'q',
     },
   },
   -- How long (ms) to wait for the server to answer before reporting it as unresponsive.

@@ -105,6 +105,64 @@ function M.check()
   else
     health.info('no session store in this server build: :Tandem sessions is unavailable')
   end
+  M.check_mcp(health)
+end
+
+--- MCP servers: the open session's, as the plugin knows them; else those the config file and the
+--- workspace's .mcp.json declare (they start with the session the first prompt starts).
+function M.check_mcp(health)
+  local mcp = require('tandem.mcp')
+  local servers = mcp.servers()
+  if #servers > 0 then
+    for _, s in ipairs(servers) do
+      local line = ('MCP server `%s` [%s]: %s'):format(s.name, s.source or '?', s.status or '?')
+      if s.status == 'ready' then
+        health.ok(('%s, %d tool%s'):format(line, #(s.tools or {}), #(s.tools or {}) == 1 and '' or 's'))
+      elseif s.status == 'untrusted' then
+        health.warn(line, { ':Tandem mcp trust ' .. s.name .. ' starts it (check its definition in .mcp.json first)' })
+      elseif s.status == 'failed' or s.status == 'exited' then
+        health.error(line .. ': ' .. (s.error or ''), { ':Tandem mcp shows the error; fix the definition, then :Tandem new' })
+      else
+        health.info(line)
+      end
+    end
+    return
+  end
+  local config = require('tandem.config')
+  local names = {}
+  local cf = config.options.config_file and vim.fn.expand(config.options.config_file)
+  if cf and vim.fn.filereadable(cf) == 1 then
+    for _, l in ipairs(vim.fn.readfile(cf)) do
+      local name = l:match('^%s*%[mcp_servers%.([^%]]+)%]')
+      if name then
+        table.insert(names, name)
+      end
+    end
+  end
+  local workspace = {}
+  local ok_cwd, cwd = pcall(config.cwd)
+  local file = ok_cwd and cwd and (cwd .. '/.mcp.json')
+  if file and vim.fn.filereadable(file) == 1 then
+    local ok, decoded = pcall(vim.json.decode, table.concat(vim.fn.readfile(file), '\n'))
+    if ok and type(decoded) == 'table' and type(decoded.mcpServers) == 'table' then
+      workspace = vim.tbl_keys(decoded.mcpServers)
+      table.sort(workspace)
+    else
+      health.warn(file .. ' is not a JSON object with `mcpServers`: tandem will not use it')
+    end
+  end
+  if #names == 0 and #workspace == 0 then
+    health.info('MCP servers: none declared (the config\'s [mcp_servers.NAME] tables and the workspace\'s .mcp.json add them)')
+    return
+  end
+  if #names > 0 then
+    health.info('MCP servers of the config file: ' .. table.concat(names, ', ') .. ' (they start with each session; '
+      .. ':Tandem mcp shows their status)')
+  end
+  if #workspace > 0 then
+    health.info('MCP servers of ' .. file .. ': ' .. table.concat(workspace, ', ') .. ' (each starts once you trust it: '
+      .. ':Tandem mcp trust NAME)')
+  end
 end
 
 return M

@@ -27,6 +27,7 @@ local S = {
   last_exit = nil, -- { code, signal } of the last unexpected exit
   load_gen = 0, -- bumped by every load_session (and anything that supersedes one) so a stale load stops
   loading = nil, -- { sessionId, events } while older pages of a session/load are fetched
+  mcp = nil, -- { sessionId, servers, gen } the open session's MCP servers (tandem.mcp)
 }
 M.state = S
 

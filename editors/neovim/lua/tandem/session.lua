@@ -77,6 +77,9 @@ local function on_event(ev)
     approval().resolved(ev)
   elseif t == 'questionAsked' then
     approval().question(ev)
+  elseif t == 'mcpStatus' then
+    require('tandem.mcp').on_event(ev)
+    ui().refresh_bar() -- the winbar counts the ready MCP servers
   end
   vim.api.nvim_exec_autocmds('User', { pattern = 'TandemEvent', modeline = false, data = ev })
 end
@@ -101,6 +104,10 @@ local function start_session(gen, cb)
       return
     end
     S.session = { sessionId = res.sessionId, model = res.model, mode = res.mode, cwd = params.cwd, network = false }
+    -- The whole list once: the sources, and the statuses the server may tell before this answer
+    -- (an untrusted server's comes at once), which on_event dropped for want of a session. An open
+    -- MCP list shows this session from now on, and its servers' events keep it current.
+    require('tandem.mcp').refresh()
     local network = S.next_session.network
     S.next_session = {}
     if network then
@@ -594,6 +601,10 @@ function M.load_session(id, opts)
     end
     ui().load_history(vim.tbl_extend('force', last, { messages = messages }))
     ui().refresh_bar()
+    -- A session the server already runs sends no new mcpStatus events: ask for its servers.
+    require('tandem.mcp').refresh(function()
+      ui().refresh_bar()
+    end)
     if problem then
       ui().line('! ' .. problem, 'ErrorMsg')
       notify(problem, vim.log.levels.ERROR)
@@ -712,6 +723,10 @@ function M.winbar()
   if gauge ~= '' then
     parts[#parts + 1] = gauge
   end
+  local mcp = M.mcp_status()
+  if mcp ~= '' then
+    parts[#parts + 1] = mcp
+  end
   if S.running then
     parts[#parts + 1] = 'running'
   end
@@ -758,6 +773,7 @@ function M.new_session()
   S.running = false
   S.turn_id = nil
   S.usage = nil
+  require('tandem.mcp').render()
   ui().line('· new session: it starts with your next prompt', 'Comment')
 end
 
@@ -809,8 +825,28 @@ function M.status()
     return S.client and 'tandem: starting' or ''
   end
   local gauge = M.gauge_text()
-  return ('tandem: %s · %s · net %s%s%s'):format(S.session.model, S.session.mode, S.session.network and 'on' or 'off',
-    gauge ~= '' and (' · ' .. gauge) or '', S.running and ' · running' or '')
+  local mcp = M.mcp_status()
+  return ('tandem: %s · %s · net %s%s%s%s'):format(S.session.model, S.session.mode, S.session.network and 'on' or 'off',
+    gauge ~= '' and (' · ' .. gauge) or '', mcp ~= '' and (' · ' .. mcp) or '', S.running and ' · running' or '')
+end
+
+--- For statuslines: "MCP 2/3" (the session's MCP servers that are ready / all of them), or ""
+--- when no session is open or it has no MCP server.
+---@return string
+function M.mcp_status()
+  return require('tandem.mcp').status_text()
+end
+
+--- Open the list of the session's MCP servers (:Tandem mcp).
+function M.mcp()
+  require('tandem.mcp').open()
+end
+
+--- Trust a server of the workspace's .mcp.json (:Tandem mcp trust {server}); cb(err) after the answer.
+---@param name string
+---@param cb? fun(err?: table)
+function M.mcp_trust(name, cb)
+  require('tandem.mcp').trust(name, cb)
 end
 
 return M

@@ -13,7 +13,7 @@ M.ns = ns
 
 local buf = nil -- the chat buffer
 local stream = nil -- { kind = 'assistant'|'reasoning', start_mark, end_mark, text }
-local tools = {} -- toolCallId -> { header, tail, name, title, kind, status, out_open }
+local tools = {} -- toolCallId -> { header, tail, name, title, kind, mcp?, status, out_open }
 -- Foldable sections, each { start_mark, end_mark, kind = 'reasoning'|'diff' }: a reasoning block, or
 -- the diff of an applied edit. Each fold covers its own rows only (its header row and body).
 local folds = {}
@@ -280,6 +280,11 @@ local function tool_output(tc, chunk)
 end
 
 local function tool_header(tc)
+  if tc.mcp then
+    -- An MCP tool: its own name and its server (the title repeats them as `server: tool`).
+    return ('%s %s  MCP server `%s`  [%s]'):format(STATUS_ICON[tc.status] or '•', tostring(tc.mcp.tool),
+      tostring(tc.mcp.server), tc.status)
+  end
   return ('%s %s  %s  [%s]'):format(STATUS_ICON[tc.status] or '•', tc.name, tc.title or '', tc.status)
 end
 
@@ -338,6 +343,7 @@ function RENDER.toolCall(ev)
     name = ev.name,
     title = ev.title,
     kind = ev.kind,
+    mcp = type(ev.mcp) == 'table' and ev.mcp or nil,
     status = 'pending',
     out_open = false,
   }
@@ -548,6 +554,17 @@ function M.user_prompt(text, context, attached)
   vim.api.nvim_buf_set_extmark(b, ns, row, 0, { line_hl_group = 'Title' })
 end
 
+--- The server and tool of a model-facing MCP tool name (`mcp__files__read_text_file`), for history
+--- entries that carry no `mcp` field; nil for other tools. A server name holding `__` splits at its first.
+---@param name string?
+---@return { server: string, tool: string }?
+function M.mcp_of_name(name)
+  local server, tool = (type(name) == 'string' and name or ''):match('^mcp__(.-)__(.+)$')
+  if server and server ~= '' then
+    return { server = server, tool = tool }
+  end
+end
+
 --- Show a resumed session's history (messages from session/load).
 --- Each message has `role` and `text`; assistant messages carry `reasoning` and `toolCalls`
 --- ({toolCallId, name, arguments, status, result, diff}); notices carry `kind`.
@@ -566,7 +583,8 @@ function M.load_history(res)
         append(split_lines(text))
       end
       for _, call in ipairs(m.toolCalls or {}) do
-        RENDER.toolCall({ toolCallId = call.toolCallId, name = call.name, title = call.title or call.name })
+        RENDER.toolCall({ toolCallId = call.toolCallId, name = call.name, title = call.title or call.name,
+          mcp = call.mcp or M.mcp_of_name(call.name) })
         local tc = tools[call.toolCallId or '']
         if tc and call.status then
           set_tool_status(tc, call.status)

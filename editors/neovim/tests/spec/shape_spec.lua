@@ -73,7 +73,8 @@ describe('the plugin shape', function()
     local meta = h.read(h.root .. '/lua/tandem/_meta/protocol.lua')
     assert.truthy(meta:find('^%-%- ') and meta:find('\n%-%-%-@meta\n'), 'a one-line comment, then ---@meta')
     for _, class in ipairs({ 'tandem.ModelInfo', 'tandem.InitializeResult', 'tandem.SessionSummary', 'tandem.DiffEntry',
-      'tandem.ApprovalRequested', 'tandem.ToolCallUpdate', 'tandem.Usage', 'tandem.TurnEnded' }) do
+      'tandem.ApprovalRequested', 'tandem.ToolCallUpdate', 'tandem.Usage', 'tandem.TurnEnded', 'tandem.McpTool',
+      'tandem.McpServer', 'tandem.McpStatusResult', 'tandem.McpTrustParams', 'tandem.McpStatusEvent' }) do
       assert.truthy(meta:find('---@class ' .. class, 1, true), class)
     end
     local cfg = h.read(h.root .. '/lua/tandem/config.lua')

@@ -72,6 +72,7 @@
 ---@field title string
 ---@field arguments any
 ---@field locations? { path: string, line?: integer }[]
+---@field mcp? tandem.McpTool for a tool of an MCP server (`name` is then `mcp__<server>__<tool>`)
 
 ---@class tandem.ApprovalOption
 ---@field decision tandem.Decision
@@ -89,6 +90,7 @@
 ---@field diff? tandem.DiffEntry[]
 ---@field command? string
 ---@field cwd? string
+---@field mcp? tandem.McpTool for a tool of an MCP server: show the server, the tool and the arguments
 ---@field options tandem.ApprovalOption[]
 ---@field argumentsDigest string
 
@@ -123,6 +125,33 @@
 ---@class tandem.TurnEnded: tandem.Event
 ---@field reason 'completed'|'interrupted'|'error'|'maxIterations'|'contextExceeded'
 ---@field error? { message: string, retriable: boolean }
+
+---@alias tandem.McpSource 'config'|'session'|'workspace' tandem's config file, session/new's mcpServers, the folder's .mcp.json
+---@alias tandem.McpServerStatus 'starting'|'ready'|'failed'|'exited'|'untrusted'
+
+---@class tandem.McpTool The `mcp` field of toolCall and approvalRequested.
+---@field server string the MCP server's name
+---@field tool string the tool's own name on that server
+
+---@class tandem.McpServer An entry of mcp/status (and of the plugin's list, kept from mcpStatus events).
+---@field name string
+---@field source? tandem.McpSource nil in the plugin's list until mcp/status has named it
+---@field status tandem.McpServerStatus
+---@field tools string[] model-facing names (`mcp__<server>__<tool>`) while ready
+---@field error? string why it failed, exited or waits for trust, with its stderr's end and the next step
+
+---@class tandem.McpStatusResult The result of mcp/status.
+---@field servers tandem.McpServer[] in definition order
+
+---@class tandem.McpTrustParams The params of mcp/trust (its result is {}).
+---@field sessionId string
+---@field server string the name of a server of the workspace's .mcp.json
+
+---@class tandem.McpStatusEvent: tandem.Event An mcpStatus event (no turnId).
+---@field server string
+---@field status tandem.McpServerStatus
+---@field tools? string[] model-facing names, when ready
+---@field error? string
 
 ---@class tandem.RpcError A JSON-RPC error object.
 ---@field code integer
