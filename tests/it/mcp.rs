@@ -499,7 +499,11 @@ async fn an_http_server_gets_its_bearer_token_from_the_environment_and_list_chan
         "mcp__h__add_tool",
         json!({"name": "fresh"}),
     ));
-    mock.push(Script::tool_call_reply("f1", "mcp__h__fail", json!({})));
+    mock.push(Script::text_reply("added"));
+    mock.push(Script::tool_calls(vec![
+        ("f1", "mcp__h__fail", json!({}).to_string()),
+        ("x1", "mcp__h__resource", json!({}).to_string()),
+    ]));
     mock.push(Script::text_reply("ok"));
     let servers = format!(
         "[mcp_servers.h]\nurl = \"{url}\"\nbearer_token_env = \"TANDEM_TEST_MCP_TOKEN\"\n\
@@ -521,15 +525,24 @@ async fn an_http_server_gets_its_bearer_token_from_the_environment_and_list_chan
     t.prompt(&sid, "add a tool").await;
     t.wait_turn_ended(&sid).await;
     assert!(!tool_names(&mock.request(0)).contains(&"mcp__h__fresh".to_owned()));
-    // The list changed during the turn: the very next request offers the new tool.
+    // The server said its list changed (during the call, so the notification may trail the
+    // call's answer); the next turn's first request offers the new tool.
+    t.prompt(&sid, "use it").await;
+    t.wait_turn_ended(&sid).await;
     assert!(
-        tool_names(&mock.request(1)).contains(&"mcp__h__fresh".to_owned()),
+        tool_names(&mock.request(2)).contains(&"mcp__h__fresh".to_owned()),
         "{:?}",
-        tool_names(&mock.request(1))
+        tool_names(&mock.request(2))
     );
     // isError is a tool result the model reads, not a failed turn.
-    let failed = tool_result(&mock.request(2), "f1");
+    let failed = tool_result(&mock.request(3), "f1");
     assert!(failed.contains("it failed on purpose"), "{failed}");
+    // An embedded resource reaches the model as text, with its URI.
+    let resource = tool_result(&mock.request(3), "x1");
+    assert!(
+        resource.contains("remember the milk") && resource.contains("file:///notes.txt"),
+        "{resource}"
+    );
     t.shutdown().await;
 }
 
