@@ -381,9 +381,12 @@ async fn a_server_that_cannot_start_fails_with_the_reason_and_the_turn_runs_with
     let ws = workspace();
     let mock = MockLlm::start().await;
     mock.push(Script::text_reply("no tools needed"));
+    // `mute` never answers the handshake: the turn waits for it only up to its startup timeout.
     let servers = "[mcp_servers.gone]\ncommand = \"/nonexistent/tandem-mcp-server\"\n\n\
                    [mcp_servers.stderr]\ncommand = \"/bin/sh\"\n\
-                   args = [\"-c\", \"echo the-reason-on-stderr >&2; exit 7\"]\n";
+                   args = [\"-c\", \"echo the-reason-on-stderr >&2; exit 7\"]\n\n\
+                   [mcp_servers.mute]\ncommand = \"/bin/sh\"\nargs = [\"-c\", \"exec sleep 300\"]\n\
+                   startup_timeout_ms = 1500\n";
     let t = Tandem::start_with(opts(
         &mock,
         &format!("{servers}{}", stdio_server_toml("ok", "")),
@@ -407,8 +410,17 @@ async fn a_server_that_cannot_start_fails_with_the_reason_and_the_turn_runs_with
     t.prompt(&sid, "go").await;
     let ended = t.wait_turn_ended(&sid).await;
     assert_eq!(ended["reason"], "completed");
+    let mute = wait_status(&t, &sid, "mute", "failed").await;
+    assert!(
+        mute["error"].as_str().unwrap().contains("1500 ms"),
+        "the startup timeout is named: {mute}"
+    );
     let names = tool_names(&mock.request(0));
     assert!(names.contains(&"mcp__ok__echo".to_owned()), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("mcp__mute")),
+        "{names:?}"
+    );
     assert!(
         !names
             .iter()

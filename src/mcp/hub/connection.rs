@@ -1,0 +1,206 @@
+//! One server connection's life, run as a task per (re)start: spawn or connect, the MCP
+//! handshake and the tool list within the startup timeout, then serving until the server goes
+//! away or the hub stops it; and the client handler that notes `tools/list_changed`.
+//!
+//! Invariants: every path out of [`run_connection`] leaves no process behind (a stop kills it,
+//! a failure or an exit goes through [`fail`], which kills what is left and waits for the
+//! stderr tail); the server's status changes only through `Server::set`, so the listener hears
+//! each change once.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, Tool};
+use rmcp::service::{NotificationContext, RoleClient};
+use rmcp::ClientHandler;
+use tokio_util::sync::CancellationToken;
+
+use super::{lock, McpStatus, Server};
+use crate::config::mcp::{McpServerConfig, McpTransport};
+use crate::mcp::stdio::{self, StdioProcess};
+
+/// The MCP client handler of one connection: it notes list changes for the next boundary.
+pub(super) struct Handler {
+    pub(super) tools_changed: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("tandem", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The server's tools its definition offers.
+pub(super) fn offered_tools(config: &McpServerConfig, tools: Vec<Tool>) -> Vec<Tool> {
+    tools
+        .into_iter()
+        .filter(|t| config.offers(&t.name))
+        .collect()
+}
+
+/// One connection's life: connect and list within the startup timeout, then serve until the
+/// server goes away or the hub stops it, then kill what is left.
+pub(super) async fn run_connection(
+    server: Arc<Server>,
+    cwd: PathBuf,
+    never: Vec<String>,
+    stop: CancellationToken,
+) {
+    let config = &server.config;
+    let handler = Handler {
+        tools_changed: server.tools_changed.clone(),
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(config.startup_timeout_ms);
+    let mut process: Option<StdioProcess> = None;
+    let connecting = async {
+        match &config.transport {
+            McpTransport::Stdio { .. } => {
+                let (child, stdout, stdin) = stdio::spawn(config, &cwd, &never)?;
+                let tail = child.stderr.clone();
+                lock(&server.state).stderr = Some(tail);
+                process = Some(child);
+                rmcp::serve_client(handler, (stdout, stdin))
+                    .await
+                    .map_err(|e| format!("it did not complete the MCP handshake: {e}"))
+            }
+            McpTransport::Http {
+                url,
+                bearer_token_env,
+                headers,
+            } => {
+                let token = match bearer_token_env {
+                    Some(name) => Some(std::env::var(name).map_err(|_| {
+                        format!("bearer_token_env names `{name}`, which is not set in tandem's environment; set it and start tandem again")
+                    })?),
+                    None => None,
+                };
+                let headers: Vec<(String, String)> = headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let transport =
+                    crate::mcp::http::transport(url, token, headers).map_err(|e| e.to_string())?;
+                rmcp::serve_client(handler, transport).await.map_err(|e| {
+                    // The transport's own error says what to do; rmcp wraps it in its own.
+                    match crate::mcp::http::cause(&e) {
+                        Some(cause) => cause.to_string(),
+                        None => format!("it did not complete the MCP handshake at {url}: {e}"),
+                    }
+                })
+            }
+        }
+    };
+    let connected = tokio::select! {
+        biased;
+        _ = stop.cancelled() => None,
+        result = tokio::time::timeout_at(deadline, connecting) => Some(match result {
+            Ok(result) => result,
+            Err(_) => Err(format!("it did not start within {} ms (startup_timeout_ms)", config.startup_timeout_ms)),
+        }),
+    };
+    let running = match connected {
+        None => {
+            if let Some(mut process) = process {
+                process.kill().await;
+            }
+            return;
+        }
+        Some(Err(why)) => {
+            fail(&server, process, McpStatus::Failed, why).await;
+            return;
+        }
+        Some(Ok(running)) => running,
+    };
+    let listed = tokio::select! {
+        biased;
+        _ = stop.cancelled() => None,
+        result = tokio::time::timeout_at(deadline, running.list_all_tools()) => Some(match result {
+            Ok(Ok(tools)) => Ok(tools),
+            Ok(Err(e)) => Err(format!("it did not list its tools: {e}")),
+            Err(_) => Err(format!("it did not list its tools within {} ms (startup_timeout_ms)", config.startup_timeout_ms)),
+        }),
+    };
+    let tools = match listed {
+        None => {
+            let _ = running.cancel().await;
+            if let Some(mut process) = process {
+                process.kill().await;
+            }
+            return;
+        }
+        Some(Err(why)) => {
+            let _ = running.cancel().await;
+            fail(&server, process, McpStatus::Failed, why).await;
+            return;
+        }
+        Some(Ok(tools)) => offered_tools(config, tools),
+    };
+    let peer = running.peer().clone();
+    server.set(|state| {
+        state.status = McpStatus::Ready;
+        state.error = None;
+        state.tools = tools;
+        state.peer = Some(peer);
+    });
+    let cancel_service = running.cancellation_token();
+    tokio::select! {
+        _ = stop.cancelled() => {
+            cancel_service.cancel();
+            if let Some(mut process) = process {
+                process.kill().await;
+            }
+        }
+        _ = running.waiting() => {
+            let status = match process.as_mut() {
+                Some(child) => {
+                    // The transport closed; give the process a moment to finish exiting.
+                    match tokio::time::timeout(Duration::from_millis(500), child.wait()).await {
+                        Ok(Some(status)) => format!("the server exited ({status})"),
+                        _ => "the server closed its connection".to_owned(),
+                    }
+                }
+                None => "the server closed the connection".to_owned(),
+            };
+            fail(&server, process, McpStatus::Exited, status).await;
+        }
+    }
+}
+
+/// Record that the server failed or exited (with its stderr tail and the next step) and kill
+/// what is left of its process.
+async fn fail(server: &Server, process: Option<StdioProcess>, status: McpStatus, why: String) {
+    let mut why = why;
+    if let Some(mut process) = process {
+        // A server that broke the handshake has usually exited: its exit status and the last
+        // of its stderr say why better than the broken pipe does.
+        if status == McpStatus::Failed {
+            if let Ok(Some(exit)) =
+                tokio::time::timeout(Duration::from_millis(500), process.wait()).await
+            {
+                why = format!("it exited ({exit}) before completing the MCP handshake");
+            }
+        }
+        process.kill().await;
+        process.drain_stderr(Duration::from_millis(500)).await;
+    }
+    let note = server.stderr_note();
+    let next = match status {
+        McpStatus::Exited => "tandem restarts it once, at the next turn",
+        _ => "check its definition and the program, then start a new session",
+    };
+    server.set(|state| {
+        state.status = status;
+        state.peer = None;
+        state.tools.clear();
+        state.error = Some(format!("{why}{note}; {next}"));
+    });
+}
