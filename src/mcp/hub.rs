@@ -380,7 +380,9 @@ impl McpHub {
                     model_name,
                     server: server.config.name.clone(),
                     tool: tool.name.to_string(),
-                    description: tool.description.as_deref().unwrap_or_default().to_owned(),
+                    description: bounded_description(
+                        tool.description.as_deref().unwrap_or_default(),
+                    ),
                     input_schema: Value::Object((*tool.input_schema).clone()),
                     read_only_hint,
                     destructive_hint,
@@ -589,6 +591,21 @@ impl Drop for McpHub {
     }
 }
 
+/// The longest tool description sent to the model, in bytes; a longer one is cut with `…`.
+const MAX_DESCRIPTION_BYTES: usize = 4096;
+
+/// `description` cut at a char boundary to at most [`MAX_DESCRIPTION_BYTES`].
+fn bounded_description(description: &str) -> String {
+    if description.len() <= MAX_DESCRIPTION_BYTES {
+        return description.to_owned();
+    }
+    let mut end = MAX_DESCRIPTION_BYTES;
+    while !description.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &description[..end])
+}
+
 /// What a trusted workspace definition is remembered as: its transport as canonical JSON, so a
 /// changed `.mcp.json` entry (another command, another URL) must be trusted again.
 pub fn trust_key(config: &McpServerConfig) -> String {
@@ -610,4 +627,21 @@ pub fn trust_key(config: &McpServerConfig) -> String {
         }
     };
     crate::protocol::canonical_json(&transport)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_description_is_cut_at_a_char_boundary() {
+        let short = "reads a file";
+        assert_eq!(bounded_description(short), short);
+        // 3-byte characters, so the limit falls inside one.
+        let long = "€".repeat(MAX_DESCRIPTION_BYTES);
+        let cut = bounded_description(&long);
+        assert!(cut.ends_with('…'));
+        assert!(cut.len() <= MAX_DESCRIPTION_BYTES + '…'.len_utf8());
+        assert!(cut.trim_end_matches('…').chars().all(|c| c == '€'));
+    }
 }

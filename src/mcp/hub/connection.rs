@@ -40,12 +40,39 @@ impl ClientHandler for Handler {
 }
 
 /// The server's tools its definition offers.
+///
+/// A hostile or careless server cannot flood every request: at most [`MAX_TOOLS_PER_SERVER`]
+/// tools (the first ones, in the server's order) and no tool whose schema is over
+/// [`MAX_SCHEMA_BYTES`] (each dropped tool is logged with the reason).
 pub(super) fn offered_tools(config: &McpServerConfig, tools: Vec<Tool>) -> Vec<Tool> {
-    tools
-        .into_iter()
-        .filter(|t| config.offers(&t.name))
-        .collect()
+    let mut offered: Vec<Tool> = Vec::new();
+    for tool in tools.into_iter().filter(|t| config.offers(&t.name)) {
+        let schema_bytes =
+            serde_json::to_string(&*tool.input_schema).map_or(usize::MAX, |s| s.len());
+        if schema_bytes > MAX_SCHEMA_BYTES {
+            tracing::warn!(
+                "MCP server `{}`: tool {} is not offered, its input schema has {schema_bytes} bytes (at most {MAX_SCHEMA_BYTES})",
+                config.name,
+                tool.name
+            );
+            continue;
+        }
+        if offered.len() == MAX_TOOLS_PER_SERVER {
+            tracing::warn!(
+                "MCP server `{}` lists more than {MAX_TOOLS_PER_SERVER} tools; the rest are not offered (narrow them with enabled_tools)",
+                config.name
+            );
+            break;
+        }
+        offered.push(tool);
+    }
+    offered
 }
+
+/// The most tools one server may add to every request.
+pub(super) const MAX_TOOLS_PER_SERVER: usize = 128;
+/// The largest input schema of one tool, as JSON.
+pub(super) const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 
 /// One connection's life: connect and list within the startup timeout, then serve until the
 /// server goes away or the hub stops it, then kill what is left.
@@ -203,4 +230,48 @@ async fn fail(server: &Server, process: Option<StdioProcess>, status: McpStatus,
         state.tools.clear();
         state.error = Some(format!("{why}{note}; {next}"));
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::mcp::McpSource;
+
+    fn tool(name: &str, schema_bytes: usize) -> Tool {
+        let mut schema = serde_json::Map::new();
+        schema.insert("type".into(), serde_json::json!("object"));
+        schema.insert(
+            "description".into(),
+            serde_json::json!("x".repeat(schema_bytes)),
+        );
+        Tool::new(name.to_owned(), "a tool", Arc::new(schema))
+    }
+
+    #[test]
+    fn a_server_offers_a_bounded_number_of_tools_with_bounded_schemas() {
+        let config = McpServerConfig {
+            name: "s".into(),
+            source: McpSource::Config,
+            transport: McpTransport::Http {
+                url: "http://127.0.0.1:1/mcp".into(),
+                bearer_token_env: None,
+                headers: Default::default(),
+            },
+            startup_timeout_ms: 1000,
+            tool_timeout_ms: 1000,
+            enabled_tools: None,
+            disabled_tools: Vec::new(),
+            trust_read_only_hints: false,
+        };
+        let mut tools: Vec<Tool> = (0..500).map(|i| tool(&format!("t{i}"), 10)).collect();
+        tools.insert(3, tool("huge", MAX_SCHEMA_BYTES));
+        let offered = offered_tools(&config, tools);
+        assert_eq!(offered.len(), MAX_TOOLS_PER_SERVER);
+        assert!(offered.iter().all(|t| t.name != "huge"));
+        assert_eq!(offered[0].name, "t0");
+        assert_eq!(
+            offered[MAX_TOOLS_PER_SERVER - 1].name,
+            format!("t{}", MAX_TOOLS_PER_SERVER - 1)
+        );
+    }
 }
