@@ -69,11 +69,11 @@ describe('MCP servers', function()
     vim.cmd('wincmd p')
     vim.cmd('Tandem prompt hello')
     h.wait_turn_end('completed')
-    wait_list('t  [config]  ready  · 4 tools: ')
+    wait_list('t  [config]  ready  · 5 tools: ')
     wait_list('bad  [config]  failed')
     local text = list_text()
     h.artifact('mcp-list.txt', text)
-    for _, tool in ipairs({ 'echo', 'env', 'slow', 'crash' }) do
+    for _, tool in ipairs({ 'echo', 'env', 'slow', 'barrier', 'crash' }) do
       assert.truthy(text:find(tool, 1, true), tool .. ' in ' .. text)
     end
     -- The full error, under the failed server's line.
@@ -104,7 +104,7 @@ describe('MCP servers', function()
     table.sort(out)
     assert.equals(2, #out, vim.inspect(out))
     assert.truthy(out[1]:find('^error: MCP server `bad` %[config%]: failed: .*boom'), out[1])
-    assert.equals('ok: MCP server `t` [config]: ready, 4 tools', out[2])
+    assert.equals('ok: MCP server `t` [config]: ready, 5 tools', out[2])
   end)
 
   it('an MCP approval shows the server, the tool and the arguments as indented JSON; y runs it', function()
@@ -194,7 +194,7 @@ describe('MCP servers', function()
     assert.same({ 'w', 'w2' }, vim.fn.getcompletion('Tandem mcp trust ', 'cmdline'))
     vim.cmd('Tandem mcp trust w')
     h.wait_note('trusted MCP server `w`')
-    wait_list('w  [workspace]  ready  · 4 tools: ')
+    wait_list('w  [workspace]  ready  · 5 tools: ')
     assert.same({ 'w2' }, vim.fn.getcompletion('Tandem mcp trust ', 'cmdline'))
     -- The key on w2's line trusts w2.
     local b = require('tandem.mcp').buffer()
