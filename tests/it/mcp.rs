@@ -721,3 +721,41 @@ async fn no_server_process_outlives_a_shutdown_or_a_killed_tandem() {
         wait_gone(&marker).await;
     }
 }
+
+#[tokio::test]
+async fn a_stop_does_not_wait_for_a_server_that_stalls_its_tool_list() {
+    let ws = workspace();
+    let server = PyServer::start(&["--token", "tok-stall"]).await;
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_call_reply(
+        "s1",
+        "mcp__h__stall_listing",
+        json!({}),
+    ));
+    mock.push(Script::text_reply("never asked: the re-listing hangs"));
+    // A long startup timeout, which also bounds the re-listing: only the stop can end the wait.
+    let servers = format!(
+        "[mcp_servers.h]\nurl = \"{url}\"\nbearer_token_env = \"TANDEM_TEST_MCP_TOKEN\"\nstartup_timeout_ms = 120000\n",
+        url = server.url
+    );
+    let t =
+        Tandem::start_with(opts(&mock, &servers).env("TANDEM_TEST_MCP_TOKEN", "tok-stall")).await;
+    let sid = t.new_session_in(ws.path(), "fullAuto").await;
+    wait_status(&t, &sid, "h", "ready").await;
+    t.prompt(&sid, "stall").await;
+    t.wait_event(&sid, |e| {
+        e["type"] == "toolCallUpdate" && e["toolCallId"] == "s1" && e["status"] == "completed"
+    })
+    .await;
+    // The server said its tools changed (half a second before answering): the next request
+    // boundary re-lists them, which never answers; the stop ends the turn all the same.
+    t.stop(&sid).await;
+    let ended = t.wait_turn_ended(&sid).await;
+    assert_eq!(ended["reason"], "interrupted", "{ended}");
+    assert_eq!(
+        mock.requests().len(),
+        1,
+        "no request after the stalled listing"
+    );
+    t.shutdown().await;
+}

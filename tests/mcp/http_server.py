@@ -18,6 +18,8 @@ Tools:
   image              returns a 1x1 PNG image content
   resource           returns an embedded text resource
   fail {reason}      returns a result with isError: true and the reason as its text
+  stall_listing      sends notifications/tools/list_changed, after which tools/list never answers
+                     (for the test that a stop does not wait for a stalled re-listing)
 """
 
 import argparse
@@ -38,7 +40,18 @@ PNG_1X1 = bytes.fromhex(
     "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
 )
 
-server = MCPServer("tandem-test-http")
+class StallableServer(MCPServer):
+    """An MCPServer whose tools/list hangs forever once `stall_listing` was called."""
+
+    stalled = False
+
+    async def list_tools(self):
+        if self.stalled:
+            await asyncio.Event().wait()
+        return await super().list_tools()
+
+
+server = StallableServer("tandem-test-http")
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -72,6 +85,17 @@ async def add_tool(name: str, ctx: Context) -> str:
     # `initialize` lifecycle) get notifications/tools/list_changed this way.
     await ctx.session.send_tool_list_changed()
     return f"added {name}"
+
+
+@server.tool()
+async def stall_listing(ctx: Context) -> str:
+    """Makes every later tools/list hang, and says the tool list changed."""
+    server.stalled = True
+    await ctx.session.send_tool_list_changed()
+    # Answer well after the notification, so the client has handled it before the answer (rmcp
+    # handles notifications in tasks of their own, which may otherwise trail the response).
+    await asyncio.sleep(0.5)
+    return "listing stalled"
 
 
 @server.tool()
