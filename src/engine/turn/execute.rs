@@ -116,18 +116,7 @@ impl Turn {
                             self.interrupt_rest(&calls[i..]);
                             return false;
                         }
-                        Some(joined) => {
-                            let outcome = joined.unwrap_or_else(|e| ToolOutcome {
-                                output: format!("the tool crashed: {e}"),
-                                is_error: true,
-                            });
-                            let status = if outcome.is_error {
-                                ResultStatus::Failed
-                            } else {
-                                ResultStatus::Completed
-                            };
-                            self.commit_result(&calls[i], status, outcome.output, None);
-                        }
+                        Some(joined) => self.commit_joined(&calls[i], joined, "the tool"),
                     }
                 }
                 index = end;
@@ -348,16 +337,7 @@ impl Turn {
                         false
                     }
                     Some(joined) => {
-                        let outcome = joined.unwrap_or_else(|e| ToolOutcome {
-                            output: format!("the MCP call crashed: {e}"),
-                            is_error: true,
-                        });
-                        let status = if outcome.is_error {
-                            ResultStatus::Failed
-                        } else {
-                            ResultStatus::Completed
-                        };
-                        self.commit_result(call, status, outcome.output, None);
+                        self.commit_joined(call, joined, "the MCP call");
                         true
                     }
                 };
@@ -488,6 +468,26 @@ pub(super) fn abort_all(early: &mut HashMap<usize, JoinHandle<ToolOutcome>>) {
 }
 
 impl Turn {
+    /// Commit the result of a tool task that ran to its end: its outcome, or a tool error
+    /// naming `what` crashed (a panic in the task).
+    fn commit_joined(
+        &self,
+        call: &ToolCallRecord,
+        joined: Result<ToolOutcome, tokio::task::JoinError>,
+        what: &str,
+    ) {
+        let outcome = joined.unwrap_or_else(|e| ToolOutcome {
+            output: format!("{what} crashed: {e}"),
+            is_error: true,
+        });
+        let status = if outcome.is_error {
+            ResultStatus::Failed
+        } else {
+            ResultStatus::Completed
+        };
+        self.commit_result(call, status, outcome.output, None);
+    }
+
     /// Run an MCP call as a task: its text comes back as a tool outcome (a tool error for a
     /// server's `isError`, a timeout or a dead server, each naming the server), its images
     /// wait in `mcp_images` for the result's commit. The turn's cancel reaches the call.
