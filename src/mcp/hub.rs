@@ -1,6 +1,7 @@
 //! A session's MCP servers: started in parallel in the background, their status, their tools
-//! as the model sees them, calls with a timeout, refreshed lists, one restart of a server that
-//! exited, and an end for every process when the session or tandem ends.
+//! as the model sees them, calls with a timeout, lists fetched again in the background after
+//! `tools/list_changed` (the next model request after that offers them), one restart of a
+//! server that exited, and an end for every process when the session or tandem ends.
 //!
 //! Invariants: nothing here blocks its caller on a server (starting is a spawned task; a turn
 //! waits for a starting server only through [`McpHub::prepare_turn`], bounded by the server's
@@ -147,9 +148,11 @@ struct Server {
     state: Mutex<ServerState>,
     /// Bumped at every status change, so a waiter sees a change without polling.
     changes: watch::Sender<u64>,
-    /// Set by `notifications/tools/list_changed`; the list is fetched again at the next
-    /// request boundary ([`McpHub::refresh_changed`]).
-    tools_changed: Arc<AtomicBool>,
+    /// Set by `notifications/tools/list_changed`: the tools are to be listed again (by a
+    /// background lister, see `connection::Handler`).
+    relist_wanted: AtomicBool,
+    /// Whether a lister runs.
+    relisting: AtomicBool,
     /// Whether the one restart after an exit has been used.
     restarted: AtomicBool,
     listener: Arc<ListenerSlot>,
@@ -168,6 +171,31 @@ impl Server {
             status: state.status,
             tools: Vec::new(),
             error: state.error.clone(),
+        }
+    }
+
+    /// List the tools again (after `tools/list_changed`), within the startup timeout; the
+    /// listener hears the new list as a `ready` status.
+    async fn relist_tools(&self) {
+        let peer = lock(&self.state).peer.clone();
+        let Some(peer) = peer else {
+            return;
+        };
+        let timeout = Duration::from_millis(self.config.startup_timeout_ms);
+        match tokio::time::timeout(timeout, peer.list_all_tools()).await {
+            Ok(Ok(tools)) => {
+                let offered = offered_tools(&self.config, tools);
+                self.set(|state| state.tools = offered);
+            }
+            Ok(Err(e)) => tracing::warn!(
+                "MCP server `{}` said its tools changed but did not list them: {e}",
+                self.config.name
+            ),
+            Err(_) => tracing::warn!(
+                "MCP server `{}` said its tools changed but did not list them within {} ms",
+                self.config.name,
+                self.config.startup_timeout_ms
+            ),
         }
     }
 
@@ -258,7 +286,8 @@ impl McpHub {
                         stderr: None,
                     }),
                     changes: watch::Sender::new(0),
-                    tools_changed: Arc::new(AtomicBool::new(false)),
+                    relist_wanted: AtomicBool::new(false),
+                    relisting: AtomicBool::new(false),
                     restarted: AtomicBool::new(false),
                     listener: listener.clone(),
                     config,
@@ -427,35 +456,6 @@ impl McpHub {
                 + Duration::from_millis(250);
             let settled = changes.wait_for(|_| lock(&server.state).status != McpStatus::Starting);
             let _ = tokio::time::timeout_at(deadline.into(), settled).await;
-        }
-    }
-
-    /// At a request boundary: fetch again the tool lists a server said changed.
-    pub async fn refresh_changed(&self) {
-        for server in &self.servers {
-            if !server.tools_changed.swap(false, Ordering::SeqCst) {
-                continue;
-            }
-            let peer = lock(&server.state).peer.clone();
-            let Some(peer) = peer else {
-                continue;
-            };
-            let timeout = Duration::from_millis(server.config.startup_timeout_ms);
-            match tokio::time::timeout(timeout, peer.list_all_tools()).await {
-                Ok(Ok(tools)) => {
-                    let offered = offered_tools(&server.config, tools);
-                    server.set(|state| state.tools = offered);
-                }
-                Ok(Err(e)) => tracing::warn!(
-                    "MCP server `{}` said its tools changed but did not list them: {e}",
-                    server.config.name
-                ),
-                Err(_) => tracing::warn!(
-                    "MCP server `{}` said its tools changed but did not list them within {} ms",
-                    server.config.name,
-                    server.config.startup_timeout_ms
-                ),
-            }
         }
     }
 

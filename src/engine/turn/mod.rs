@@ -303,12 +303,6 @@ impl Turn {
             {
                 return outcome;
             }
-            // A server that said its tools changed is listed again at this request boundary.
-            tokio::select! {
-                biased;
-                _ = self.cancel.cancelled() => return Outcome::Interrupted,
-                _ = self.session.mcp.refresh_changed() => {}
-            }
             let request = self.build_request(&system, &model_id, &model, mode, provider.kind());
             match self.stream(provider.as_ref(), request, mode).await {
                 StreamOutcome::Failed {

@@ -8,8 +8,8 @@
 //! each change once.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, Tool};
@@ -21,9 +21,11 @@ use super::{lock, McpStatus, Server};
 use crate::config::mcp::{McpServerConfig, McpTransport};
 use crate::mcp::stdio::{self, StdioProcess};
 
-/// The MCP client handler of one connection: it notes list changes for the next boundary.
+/// The MCP client handler of one connection: on `tools/list_changed` it lists the server's
+/// tools again in the background, so the next model request after that listing offers them.
 pub(super) struct Handler {
-    pub(super) tools_changed: Arc<AtomicBool>,
+    /// Weak: the server holds the connection, which holds this handler.
+    pub(super) server: Weak<Server>,
 }
 
 impl ClientHandler for Handler {
@@ -35,7 +37,33 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.tools_changed.store(true, Ordering::SeqCst);
+        let Some(server) = self.server.upgrade() else {
+            return;
+        };
+        // One lister at a time; a notification during a listing asks for one more after it.
+        server.relist_wanted.store(true, Ordering::SeqCst);
+        if server.relisting.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let server = self.server.clone();
+        tokio::spawn(async move {
+            loop {
+                let Some(server) = server.upgrade() else {
+                    return;
+                };
+                while server.relist_wanted.swap(false, Ordering::SeqCst) {
+                    server.relist_tools().await;
+                }
+                server.relisting.store(false, Ordering::SeqCst);
+                // A notification between the last check and the store above found a lister
+                // still running and left its wish behind: take it up, unless another did.
+                if !server.relist_wanted.load(Ordering::SeqCst)
+                    || server.relisting.swap(true, Ordering::SeqCst)
+                {
+                    return;
+                }
+            }
+        });
     }
 }
 
@@ -84,7 +112,7 @@ pub(super) async fn run_connection(
 ) {
     let config = &server.config;
     let handler = Handler {
-        tools_changed: server.tools_changed.clone(),
+        server: Arc::downgrade(&server),
     };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(config.startup_timeout_ms);
     let mut process: Option<StdioProcess> = None;
