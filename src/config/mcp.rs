@@ -101,6 +101,22 @@ pub struct McpConfigError {
     pub message: String,
 }
 
+/// The `args` of server `name` (absent or null: none), in either JSON shape's definition.
+fn string_list(name: &str, args: Option<&Value>) -> Result<Vec<String>, McpConfigError> {
+    match args {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|a| {
+                a.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| config_error(name, "args must be strings"))
+            })
+            .collect(),
+        Some(_) => Err(config_error(name, "args must be a list of strings")),
+    }
+}
+
 fn config_error(name: &str, message: impl Into<String>) -> McpConfigError {
     McpConfigError {
         name: name.to_owned(),
@@ -344,18 +360,7 @@ pub fn session_server(value: &Value) -> Result<McpServerConfig, McpConfigError> 
         }
         Ok(out)
     };
-    let args = match value.get("args") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|a| {
-                a.as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| config_error(&name, "args must be strings"))
-            })
-            .collect::<Result<_, _>>()?,
-        Some(_) => return Err(config_error(&name, "args must be a list of strings")),
-    };
+    let args = string_list(&name, value.get("args"))?;
     let kind = value.get("type").and_then(Value::as_str);
     let transport = transport(
         &name,
@@ -414,18 +419,7 @@ pub fn workspace_servers(
                     )),
                 }
             };
-            let args = match entry.get("args") {
-                None | Some(Value::Null) => Vec::new(),
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .map(|a| {
-                        a.as_str()
-                            .map(str::to_owned)
-                            .ok_or_else(|| config_error(name, "args must be strings"))
-                    })
-                    .collect::<Result<_, _>>()?,
-                Some(_) => return Err(config_error(name, "args must be a list of strings")),
-            };
+            let args = string_list(name, entry.get("args"))?;
             let transport = transport(
                 name,
                 entry.get("type").and_then(Value::as_str),
@@ -558,5 +552,26 @@ tool_timeout_ms = 0"#,
         assert!(workspace_servers("{")
             .unwrap_err()
             .contains("not valid JSON"));
+    }
+
+    #[test]
+    fn args_that_are_not_strings_are_refused_in_both_shapes() {
+        let bad = session_server(&serde_json::json!({"name": "s", "command": "x", "args": [1]}))
+            .unwrap_err();
+        assert_eq!(
+            (bad.name.as_str(), bad.message.as_str()),
+            ("s", "args must be strings")
+        );
+        let entries =
+            workspace_servers(r#"{"mcpServers": {"w": {"command": "x", "args": "a b"}}}"#).unwrap();
+        let bad = entries.into_iter().next().unwrap().unwrap_err();
+        assert_eq!(
+            (bad.name.as_str(), bad.message.as_str()),
+            ("w", "args must be a list of strings")
+        );
+        let fine =
+            session_server(&serde_json::json!({"name": "s", "command": "x", "args": ["-v"]}))
+                .unwrap();
+        assert!(matches!(fine.transport, McpTransport::Stdio { ref args, .. } if args == &["-v"]));
     }
 }
