@@ -61,6 +61,22 @@ impl CappedText {
     }
 }
 
+/// The image types every vendor's API takes.
+const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// Whether an image can go to a model: a type every vendor takes, and data that is base64
+/// (standard alphabet, padded), as the vendors require.
+fn sendable_image(mime_type: &str, data: &str) -> bool {
+    let base64 = !data.is_empty()
+        && data.len() % 4 == 0
+        && data
+            .trim_end_matches('=')
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+        && data.len() - data.trim_end_matches('=').len() <= 2;
+    IMAGE_TYPES.contains(&mime_type) && base64
+}
+
 /// The model's view of `result`.
 pub fn output(result: CallToolResult) -> McpOutput {
     let mut text = CappedText {
@@ -73,6 +89,14 @@ pub fn output(result: CallToolResult) -> McpOutput {
     for block in result.content {
         match block {
             ContentBlock::Text(t) => text.push(&t.text),
+            ContentBlock::Image(image) if !sendable_image(&image.mime_type, &image.data) => {
+                // A provider refuses the whole request for an image it cannot read, and the
+                // history would carry it into every later request: never pass one on.
+                text.push(&format!(
+                    "[an image the server called {:?}, not shown: only PNG, JPEG, GIF and WebP in base64 reach the model]",
+                    image.mime_type.chars().take(64).collect::<String>()
+                ));
+            }
             ContentBlock::Image(image) => {
                 if images.len() < MAX_IMAGES && image.data.len() <= MAX_IMAGE_BYTES {
                     text.push(&format!("[image {} {}]", images.len() + 1, image.mime_type));
@@ -191,5 +215,23 @@ mod tests {
         assert!(out.text.contains("output cut"));
         assert_eq!(out.images.len(), MAX_IMAGES);
         assert!(out.text.contains("6 more image(s) not shown"));
+    }
+
+    #[test]
+    fn an_image_no_vendor_takes_never_reaches_the_model() {
+        let out = output(result(json!({"content": [
+            {"type": "image", "data": "PHN2Zz4=", "mimeType": "image/svg+xml"},
+            {"type": "image", "data": "not base64!", "mimeType": "image/png"},
+            {"type": "image", "data": "aGk", "mimeType": "image/jpeg"},
+            {"type": "image", "data": "aGk=", "mimeType": "image/webp"}
+        ]})));
+        assert_eq!(out.images.len(), 1, "{}", out.text);
+        assert_eq!(out.images[0].mime_type, "image/webp");
+        assert_eq!(
+            out.text
+                .matches("not shown: only PNG, JPEG, GIF and WebP")
+                .count(),
+            3
+        );
     }
 }
