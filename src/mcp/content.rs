@@ -68,7 +68,7 @@ const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/we
 /// (standard alphabet, padded), as the vendors require.
 fn sendable_image(mime_type: &str, data: &str) -> bool {
     let base64 = !data.is_empty()
-        && data.len() % 4 == 0
+        && data.len().is_multiple_of(4)
         && data
             .trim_end_matches('=')
             .bytes()
