@@ -92,7 +92,8 @@ pub fn project(history: &[Message], ctx: &ProjectionContext<'_>) -> Vec<Outbound
     // results would break the pairing of calls and results that every vendor checks.
     let mut result_images: Vec<OutboundPart> = Vec::new();
     for message in &history[start..] {
-        if message.role != Role::Tool && !result_images.is_empty() {
+        // Notices are not sent, so one between two results does not end the run.
+        if !matches!(message.role, Role::Tool | Role::Notice) && !result_images.is_empty() {
             out.push(tool_images_message(std::mem::take(&mut result_images)));
         }
         match message.role {
@@ -285,5 +286,58 @@ mod tests {
             matches!(&reading[0], OutboundMessage::User { parts } if matches!(&parts[0], OutboundPart::Document { name: Some(n), .. } if n == "spec.pdf"))
         );
         assert!(matches!(history[0].parts[0], Part::Document { .. }));
+    }
+
+    #[test]
+    fn tool_result_images_follow_the_whole_run_of_results() {
+        let call = |id: &str| ToolCallRecord {
+            id: id.into(),
+            name: "mcp__s__shot".into(),
+            arguments: "{}".into(),
+            extras: BTreeMap::new(),
+        };
+        let (a, b) = (call("c1"), call("c2"));
+        let mut first = Message::tool_result(&a, ResultStatus::Completed, "[image 1]".into(), "t");
+        first.parts.push(Part::Image {
+            mime_type: "image/png".into(),
+            data: "AAAA".into(),
+        });
+        let history = vec![
+            Message::user(
+                vec![Part::Text {
+                    text: "look".into(),
+                }],
+                Source::User,
+                None,
+            ),
+            Message::assistant(String::new(), vec![a.clone(), b.clone()], "t"),
+            first,
+            // Not sent: it must not end the run of results.
+            Message::notice(NoticeKind::Interrupted, "a notice".into(), None),
+            Message::tool_result(&b, ResultStatus::Completed, "text only".into(), "t"),
+            Message::assistant("seen".into(), vec![], "t"),
+        ];
+        let out = project(&history, &ctx(true));
+        let kinds: Vec<&str> = out
+            .iter()
+            .map(|m| match m {
+                OutboundMessage::User { .. } => "user",
+                OutboundMessage::Assistant { .. } => "assistant",
+                OutboundMessage::Tool { .. } => "tool",
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            ["user", "assistant", "tool", "tool", "user", "assistant"]
+        );
+        match &out[4] {
+            OutboundMessage::User { parts } => {
+                assert!(matches!(&parts[0], OutboundPart::Text(t) if t.contains("c1")));
+                assert!(parts
+                    .iter()
+                    .any(|p| matches!(p, OutboundPart::Image { .. })));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
