@@ -305,7 +305,7 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
                 );
             }
             // Made by the native face for a client that does not read; the engine never sends it.
-            Event::StreamTruncated { .. } => {}
+            Event::StreamTruncated { .. } | Event::Rewound { .. } => {}
             Event::TurnEnded { reason, error } => {
                 if mid_line {
                     println!();

@@ -79,6 +79,7 @@ fn acp_code(kind: ErrorKind) -> i32 {
         ErrorKind::SteeringQueueFull => -32056,
         ErrorKind::NotInitialized => -32057,
         ErrorKind::UnsupportedProtocolVersion => -32058,
+        ErrorKind::UnknownTurn => -32059,
     }
 }
 

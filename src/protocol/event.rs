@@ -64,6 +64,9 @@ pub enum NoticeKind {
     Warning,
     /// The user changed the session's network access (`setNetworkAccess`).
     Network,
+    /// `session/rewind` put the conversation back: shown in history where the rewound turns
+    /// were (never as an event; the `rewound` event announces it).
+    Rewound,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -250,6 +253,12 @@ pub enum Event {
         /// How many bytes they would have taken on the wire.
         dropped_bytes: u64,
     },
+    /// `session/rewind` put the session back to just before the turn of the envelope's
+    /// `turnId`: the files it restored (display paths) and what it restored.
+    Rewound {
+        restore: super::RestoreScope,
+        files: Vec<String>,
+    },
 }
 
 impl Event {
@@ -274,6 +283,7 @@ impl Event {
             Event::Usage { .. } => "usage",
             Event::TurnEnded { .. } => "turnEnded",
             Event::StreamTruncated { .. } => "streamTruncated",
+            Event::Rewound { .. } => "rewound",
         }
     }
 
@@ -313,4 +323,5 @@ pub const EVENT_TYPES: &[&str] = &[
     "turnEnded",
     "streamTruncated",
     "mcpStatus",
+    "rewound",
 ];

@@ -10,9 +10,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod checkpoint;
 pub mod event;
 pub mod fit;
 
+pub use checkpoint::*;
 pub use event::*;
 
 /// The protocol version this server speaks; `initialize` refuses any other.
@@ -36,6 +38,11 @@ pub mod method {
     pub const RETRY: &str = "retry";
     pub const MCP_STATUS: &str = "mcp/status";
     pub const MCP_TRUST: &str = "mcp/trust";
+    pub const TURN_DIFF: &str = "turn/diff";
+    pub const SESSION_CHECKPOINTS: &str = "session/checkpoints";
+    pub const SESSION_REWIND: &str = "session/rewind";
+    pub const SESSION_FORK: &str = "session/fork";
+    pub const SESSION_DELETE: &str = "session/delete";
     pub const SHUTDOWN: &str = "shutdown";
     /// The one server-to-client notification.
     pub const SESSION_EVENT: &str = "session/event";
@@ -58,6 +65,11 @@ pub mod method {
         RETRY,
         MCP_STATUS,
         MCP_TRUST,
+        TURN_DIFF,
+        SESSION_CHECKPOINTS,
+        SESSION_REWIND,
+        SESSION_FORK,
+        SESSION_DELETE,
         SHUTDOWN,
     ];
 }
@@ -100,6 +112,8 @@ pub enum ErrorKind {
     /// `steer` while the turn already holds `max_queued_steering` texts (or
     /// `max_queued_steering_bytes`) not yet applied.
     SteeringQueueFull,
+    /// A `turnId` that is not a turn of the session's conversation (never one, or rewound).
+    UnknownTurn,
 }
 
 impl ErrorKind {

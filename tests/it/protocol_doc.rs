@@ -314,6 +314,18 @@ fn check_params(m: &str, params: &Value) -> Result<(), String> {
         method::MCP_TRUST => {
             round_trip::<McpTrustParams>(params)?;
         }
+        method::TURN_DIFF => {
+            round_trip::<TurnDiffParams>(params)?;
+        }
+        method::SESSION_CHECKPOINTS | method::SESSION_DELETE => {
+            round_trip::<SessionIdParams>(params)?;
+        }
+        method::SESSION_REWIND => {
+            round_trip::<RewindParams>(params)?;
+        }
+        method::SESSION_FORK => {
+            round_trip::<ForkParams>(params)?;
+        }
         method::SHUTDOWN | method::MODELS_LIST => {
             if params != &json!({}) {
                 return Err(format!("{m} takes no params"));
@@ -371,8 +383,24 @@ fn check_result(m: &str, result: &Value) -> Result<(), String> {
                 return Err("steer answers {queued: true} or an error".into());
             }
         }
-        method::APPROVE | method::ANSWER | method::SET_MODE | method::MCP_TRUST => {
+        method::APPROVE
+        | method::ANSWER
+        | method::SET_MODE
+        | method::MCP_TRUST
+        | method::SESSION_DELETE => {
             round_trip::<EmptyResult>(result)?;
+        }
+        method::TURN_DIFF => {
+            round_trip::<TurnDiffResult>(result)?;
+        }
+        method::SESSION_CHECKPOINTS => {
+            round_trip::<CheckpointsResult>(result)?;
+        }
+        method::SESSION_REWIND => {
+            round_trip::<RewindResult>(result)?;
+        }
+        method::SESSION_FORK => {
+            round_trip::<ForkResult>(result)?;
         }
         method::MCP_STATUS => {
             round_trip::<McpStatusResult>(result)?;
@@ -875,6 +903,10 @@ fn full_events() -> Vec<Event> {
             dropped: 2,
             dropped_bytes: 3,
         },
+        Event::Rewound {
+            restore: RestoreScope::Both,
+            files: vec!["a".into()],
+        },
     ];
     // Exhaustive on purpose: a new variant must be added above.
     for event in &events {
@@ -896,7 +928,8 @@ fn full_events() -> Vec<Event> {
             | Event::Notice { .. }
             | Event::Usage { .. }
             | Event::TurnEnded { .. }
-            | Event::StreamTruncated { .. } => {}
+            | Event::StreamTruncated { .. }
+            | Event::Rewound { .. } => {}
         }
     }
     events
@@ -928,6 +961,23 @@ fn full_params(m: &str) -> Vec<Value> {
         method::MCP_TRUST => vec![v(&McpTrustParams {
             session_id: "s".into(),
             server: "n".into(),
+        })],
+        method::TURN_DIFF => vec![v(&TurnDiffParams {
+            session_id: "s".into(),
+            turn_id: "t".into(),
+        })],
+        method::SESSION_CHECKPOINTS | method::SESSION_DELETE => vec![v(&SessionIdParams {
+            session_id: "s".into(),
+        })],
+        method::SESSION_REWIND => vec![v(&RewindParams {
+            session_id: "s".into(),
+            turn_id: "t".into(),
+            restore: RestoreScope::Both,
+            force: Some(true),
+        })],
+        method::SESSION_FORK => vec![v(&ForkParams {
+            session_id: "s".into(),
+            turn_id: Some("t".into()),
         })],
         method::SESSION_LIST => vec![v(&SessionListParams {
             cwd: Some("/".into()),
@@ -1077,9 +1127,47 @@ fn full_results(m: &str) -> Vec<Value> {
         })],
         method::STOP => vec![v(&StopResult { stopped: true })],
         method::STEER => vec![v(&SteerResult { queued: true })],
-        method::APPROVE | method::ANSWER | method::SET_MODE | method::MCP_TRUST => {
+        method::APPROVE
+        | method::ANSWER
+        | method::SET_MODE
+        | method::MCP_TRUST
+        | method::SESSION_DELETE => {
             vec![v(&EmptyResult {})]
         }
+        method::TURN_DIFF => vec![v(&TurnDiffResult {
+            files: vec![TurnFileDiff {
+                path: "p".into(),
+                change: FileChange::Modified,
+                old_text: Some("a".into()),
+                new_text: Some("b".into()),
+                unified: "u".into(),
+                binary: Some(true),
+                not_captured: Some("n".into()),
+            }],
+        })],
+        method::SESSION_CHECKPOINTS => vec![v(&CheckpointsResult {
+            checkpoints: vec![Checkpoint {
+                turn_id: "t".into(),
+                prompt: "p".into(),
+                created_at: 1,
+                files: vec![CheckpointFile {
+                    path: "p".into(),
+                    change: FileChange::Added,
+                }],
+                files_restored: true,
+            }],
+        })],
+        method::SESSION_REWIND => vec![v(&RewindResult {
+            restored: vec!["p".into()],
+            conflicts: vec![RewindConflict {
+                path: "p".into(),
+                reason: "r".into(),
+            }],
+            conversation_rewound: true,
+        })],
+        method::SESSION_FORK => vec![v(&ForkResult {
+            session_id: "s".into(),
+        })],
         method::MCP_STATUS => vec![v(&McpStatusResult {
             servers: vec![McpServerInfo {
                 name: "n".into(),
@@ -1172,6 +1260,7 @@ fn all_error_kinds() -> Vec<ErrorKind> {
         Unsupported,
         StoreUnavailable,
         SteeringQueueFull,
+        UnknownTurn,
     ];
     for kind in &all {
         match kind {
@@ -1193,7 +1282,8 @@ fn all_error_kinds() -> Vec<ErrorKind> {
             | RetryUnavailable
             | Unsupported
             | StoreUnavailable
-            | SteeringQueueFull => {}
+            | SteeringQueueFull
+            | UnknownTurn => {}
         }
     }
     all
@@ -1330,6 +1420,7 @@ fn all_enum_values() -> Vec<(&'static str, Value)> {
         NoticeKind::Retrying,
         NoticeKind::Warning,
         NoticeKind::Network,
+        NoticeKind::Rewound,
     ];
     for n in &notices {
         match n {
@@ -1339,7 +1430,8 @@ fn all_enum_values() -> Vec<(&'static str, Value)> {
             | NoticeKind::Compacted
             | NoticeKind::Retrying
             | NoticeKind::Warning
-            | NoticeKind::Network => {}
+            | NoticeKind::Network
+            | NoticeKind::Rewound => {}
         }
     }
     add("NoticeKind", notices.iter().map(|x| to(x)).collect());

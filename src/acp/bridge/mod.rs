@@ -451,6 +451,9 @@ impl Bridge {
             }
             // Made by the native face for a client that does not read; the engine never sends it.
             Event::StreamTruncated { .. } => {}
+            // The answer to `_session/rewind` carries the same facts, and ACP has no update that
+            // takes messages back out of a client's transcript.
+            Event::Rewound { .. } => {}
             Event::TurnEnded { reason, error } => self.end_prompt(*reason, error.as_ref()),
         }
     }
