@@ -2,7 +2,7 @@
 //! app-server, ripgrep, an in-process floor, a raw rusqlite read), printed as one table of
 //! ratios with the target each must meet.
 //!
-//! `cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|mcp|core|persistence] [--bin PATH]`
+//! `cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|mcp|checkpoint|core|persistence] [--bin PATH]`
 //! installs the anchors into `<target>/bench-tools` when missing. `examples/bench/README.md`
 //! describes each method. A missed target is a table entry, not an error; the exit code is
 //! non-zero only when a measurement fails.
@@ -14,6 +14,7 @@
 )]
 
 mod anchors;
+mod checkpoint;
 mod codex;
 mod common;
 mod core;
@@ -30,7 +31,7 @@ use std::process::ExitCode;
 
 use common::{machine, print_table, progress, resolve_binary, Result, Row};
 
-const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|mcp|core|persistence]... [--bin PATH]
+const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|mcp|checkpoint|core|persistence]... [--bin PATH]
 
   all     everything below (the default)
   codex   cold start, memory and a full turn beside Codex app-server (npm @openai/codex)
@@ -41,6 +42,9 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|gr
           answer, 100 MB of tool-call arguments, read_file of a 1.5 GB line, 3,000 steers)
   mcp     an MCP tool call in a turn beside the Python SDK client's call, and session/new with
           three MCP servers beside none (needs tests/mcp/setup)
+  checkpoint
+          checkpoints around a shell command in a 10,000-file workspace beside a shadow-git
+          checkpoint, a file tool's write with its checkpoint, a rewind of 1,000 files
   core    event latency and resume (also cold start, idle memory and persistence beside their floors)
   persistence
           only the persistence comparison of core (a 200-delta turn with and without the store)
@@ -56,17 +60,19 @@ enum Part {
     Load,
     Floods,
     Mcp,
+    Checkpoint,
     Core,
     Persistence,
 }
 
-const ALL: [Part; 7] = [
+const ALL: [Part; 8] = [
     Part::Codex,
     Part::Grep,
     Part::Fanout,
     Part::Load,
     Part::Floods,
     Part::Mcp,
+    Part::Checkpoint,
     Part::Core,
 ];
 
@@ -94,6 +100,7 @@ fn parse_args() -> Result<(Vec<Part>, Option<PathBuf>)> {
             "load" => parts.push(Part::Load),
             "floods" => parts.push(Part::Floods),
             "mcp" => parts.push(Part::Mcp),
+            "checkpoint" => parts.push(Part::Checkpoint),
             "core" => parts.push(Part::Core),
             "persistence" => parts.push(Part::Persistence),
             "--bin" => bin = Some(PathBuf::from(args.next().ok_or("--bin needs a path")?)),
@@ -201,6 +208,11 @@ fn run() -> Result<()> {
                     }
                 }
             },
+            Part::Checkpoint => {
+                let figures = checkpoint::measure(&runtime)?;
+                rows.extend(figures.rows());
+                notes.push(figures.note());
+            }
             Part::Core => {
                 let figures = core::measure(&bin, &runtime)?;
                 rows.extend(figures.issue_rows());

@@ -28,6 +28,9 @@ pub const MAX_CAPTURED_FILE_BYTES: u64 = 5 * 1024 * 1024;
 /// million files cannot make tandem hold a million entries).
 pub const MAX_WALK_ENTRIES: usize = 200_000;
 
+/// Threads of one walk (the `ignore` crate's parallel walker).
+const WALK_THREADS: usize = 2;
+
 /// How recently changed a file may be and still have its cached content trusted: file times
 /// have a coarse granularity (a few milliseconds on ext4, two seconds on FAT), so a file written
 /// twice within one tick keeps its size and times. Such a file is read again at the next walk
@@ -35,10 +38,32 @@ pub const MAX_WALK_ENTRIES: usize = 200_000;
 const RACY_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// One path of a root: the root's index and the path relative to it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+///
+/// Ordered by the path's bytes, not component by component: a walk's maps hold tens of
+/// thousands of ids and `Path`'s own ordering parses both paths at every comparison. A folder
+/// still sorts before what it holds (its path is a prefix of theirs).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct EntryId {
     pub root: usize,
     pub relative: PathBuf,
+}
+
+impl Ord for EntryId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        use std::os::unix::ffi::OsStrExt;
+        self.root.cmp(&other.root).then_with(|| {
+            self.relative
+                .as_os_str()
+                .as_bytes()
+                .cmp(other.relative.as_os_str().as_bytes())
+        })
+    }
+}
+
+impl PartialOrd for EntryId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 /// What a path holds, as a checkpoint records it (before or after a change).
@@ -200,44 +225,83 @@ impl Workspace {
     /// honoured, in git repositories and other folders alike), hidden files included, `.git`
     /// and protected paths left out, links not followed.
     pub fn walk_for_snapshot(&self) -> Walk {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use std::sync::Mutex;
+
+        /// A walker thread's entries, handed over whole when the thread is done.
+        struct Batch<'a> {
+            local: Vec<(EntryId, StatKey)>,
+            shared: &'a Mutex<Vec<(EntryId, StatKey)>>,
+        }
+        impl Drop for Batch<'_> {
+            fn drop(&mut self) {
+                let mut shared = self
+                    .shared
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                shared.append(&mut self.local);
+            }
+        }
+
         let started = SystemTime::now();
-        let mut walk = Walk {
-            started: Some(started),
-            ..Walk::default()
-        };
+        let collected: Mutex<Vec<(EntryId, StatKey)>> = Mutex::new(Vec::new());
+        let count = AtomicUsize::new(0);
+        let truncated = AtomicBool::new(false);
         for (root, root_path) in self.roots().iter().enumerate() {
             let mut builder = ignore::WalkBuilder::new(root_path);
             builder
                 .hidden(false)
                 .follow_links(false)
                 .require_git(false)
+                // The walk is most of a command's checkpoint: both cores of a small machine.
+                .threads(WALK_THREADS)
                 .filter_entry(|entry| entry.file_name() != ".git");
-            for entry in builder.build() {
-                let Ok(entry) = entry else { continue };
-                let Ok(relative) = entry.path().strip_prefix(root_path) else {
-                    continue;
+            builder.build_parallel().run(|| {
+                let mut batch = Batch {
+                    local: Vec::new(),
+                    shared: &collected,
                 };
-                if relative.as_os_str().is_empty() {
-                    continue;
-                }
-                if self.protected_reason(root, relative).is_some() {
-                    continue;
-                }
-                let Ok(meta) = entry.metadata() else { continue };
-                if walk.entries.len() >= MAX_WALK_ENTRIES {
-                    walk.truncated = true;
-                    return walk;
-                }
-                walk.entries.insert(
-                    EntryId {
-                        root,
-                        relative: relative.to_path_buf(),
-                    },
-                    StatKey::of(&meta),
-                );
-            }
+                let (count, truncated) = (&count, &truncated);
+                Box::new(move |entry| {
+                    use ignore::WalkState;
+                    let Ok(entry) = entry else {
+                        return WalkState::Continue;
+                    };
+                    let Ok(relative) = entry.path().strip_prefix(root_path) else {
+                        return WalkState::Continue;
+                    };
+                    if relative.as_os_str().is_empty() {
+                        return WalkState::Continue;
+                    }
+                    if self.protected_reason(root, relative).is_some() {
+                        return WalkState::Skip;
+                    }
+                    let Ok(meta) = entry.metadata() else {
+                        return WalkState::Continue;
+                    };
+                    if count.fetch_add(1, Ordering::Relaxed) >= MAX_WALK_ENTRIES {
+                        truncated.store(true, Ordering::Relaxed);
+                        return WalkState::Quit;
+                    }
+                    batch.local.push((
+                        EntryId {
+                            root,
+                            relative: relative.to_path_buf(),
+                        },
+                        StatKey::of(&meta),
+                    ));
+                    WalkState::Continue
+                })
+            });
         }
-        walk
+        let collected = collected
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Walk {
+            entries: collected.into_iter().collect(),
+            started: Some(started),
+            truncated: truncated.into_inner(),
+        }
     }
 
     /// The state of one path now, reading a file's content when `read` allows it (`None` for

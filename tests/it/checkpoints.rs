@@ -214,7 +214,7 @@ async fn a_turn_of_edits_writes_and_shell_commands_is_put_back_byte_for_byte_and
     let gone = t
         .request_err(
             "session/rewind",
-            json!({"sessionId": sid, "turnId": turn, "restore": "files"}),
+            json!({"sessionId": sid, "turnId": turn, "restore": "conversation"}),
         )
         .await;
     assert_eq!(gone.kind, "unknownTurn");
@@ -549,5 +549,45 @@ async fn a_command_cut_by_kill_9_is_settled_into_its_turn_and_can_be_rewound() {
     let r = rewind(&t, &sid, &turn, "files", false).await;
     assert_eq!(r["conflicts"], json!([]), "{r:#}");
     assert_eq!(tree(root, false), before);
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_conflicts_of_a_both_rewind_can_be_forced_afterwards() {
+    let ws = workspace();
+    let root = ws.path();
+    write(root, "a.txt", "one\n");
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_call_reply(
+        "w1",
+        "write_file",
+        json!({"path": "a.txt", "content": "two\n"}),
+    ));
+    mock.push(Script::text_reply("written"));
+    let t = Tandem::start(&mock).await;
+    let sid = full_auto(&t, root).await;
+    let turn = run_turn(&t, &sid, "write it").await;
+    std::fs::write(root.join("a.txt"), "mine\n").unwrap();
+    let both = rewind(&t, &sid, &turn, "both", false).await;
+    assert_eq!(both["conflicts"][0]["path"], "a.txt", "{both:#}");
+    assert_eq!(both["conversationRewound"], true);
+    // The turn is gone from the conversation, its changes are not: still shown, still forced.
+    let diff = t
+        .request_ok("turn/diff", json!({"sessionId": sid, "turnId": turn}))
+        .await;
+    assert_eq!(diff["files"][0]["newText"], "two\n", "{diff:#}");
+    let forced = rewind(&t, &sid, &turn, "files", true).await;
+    assert_eq!(forced["restored"], json!(["a.txt"]), "{forced:#}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "one\n"
+    );
+    let unknown = t
+        .request_err(
+            "session/rewind",
+            json!({"sessionId": sid, "turnId": "t_never", "restore": "files"}),
+        )
+        .await;
+    assert_eq!(unknown.kind, "unknownTurn");
     t.shutdown().await;
 }

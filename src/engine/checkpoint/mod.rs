@@ -83,12 +83,9 @@ pub struct Recorder {
     pub cache: Arc<CheckpointCache>,
 }
 
+/// A relative path as records keep it (`/`-separated, which a Unix path already is).
 pub(crate) fn path_text(relative: &std::path::Path) -> String {
-    relative
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy())
-        .collect::<Vec<_>>()
-        .join("/")
+    relative.to_string_lossy().into_owned()
 }
 
 impl Recorder {

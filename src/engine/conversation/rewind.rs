@@ -61,6 +61,31 @@ impl Conversation {
             .ok_or_else(|| SessionError::UnknownTurn(turn_id.to_owned()))
     }
 
+    /// Where a turn that is no longer in the conversation started, from its checkpoint
+    /// records (the first one's time); `None` when it recorded nothing.
+    async fn span_of_recorded(
+        &self,
+        recorder: &crate::engine::checkpoint::Recorder,
+        turn_id: &str,
+    ) -> Result<Option<TurnSpan>, SessionError> {
+        let records = recorder
+            .store
+            .checkpoint_records(&self.id)
+            .await
+            .map_err(|e| SessionError::StoreUnavailable(e.cause()))?;
+        Ok(records
+            .iter()
+            .filter(|r| r.turn_id == turn_id)
+            .map(|r| r.created_at)
+            .min()
+            .map(|started_at| TurnSpan {
+                turn_id: turn_id.to_owned(),
+                first_index: usize::MAX,
+                started_at,
+                prompt: String::new(),
+            }))
+    }
+
     /// `session/checkpoints`: every turn of the conversation with what it changed.
     pub async fn checkpoints(&self) -> Result<Vec<Checkpoint>, SessionError> {
         let recorder = self.recorder().ok_or_else(no_store)?;
@@ -90,7 +115,12 @@ impl Conversation {
     pub async fn turn_diff(&self, turn_id: &str) -> Result<Vec<TurnFileDiff>, SessionError> {
         let recorder = self.recorder().ok_or_else(no_store)?;
         self.complete_history().await?;
-        self.span_of(turn_id)?;
+        if let Err(unknown) = self.span_of(turn_id) {
+            // A turn a conversation rewind took out still has its changes to show.
+            self.span_of_recorded(&recorder, turn_id)
+                .await?
+                .ok_or(unknown)?;
+        }
         recorder.settle().await;
         recorder
             .turn_diff(turn_id)
@@ -108,7 +138,16 @@ impl Conversation {
     ) -> Result<RewindResult, SessionError> {
         let recorder = self.recorder().ok_or_else(no_store)?;
         self.complete_history().await?;
-        let span = self.span_of(turn_id)?;
+        let span = match self.span_of(turn_id) {
+            Ok(span) => span,
+            // A files rewind needs only the turn's records: it may name a turn a conversation
+            // rewind took out already (forcing the files a `both` rewind left in conflict).
+            Err(unknown) if !restore.conversation() => self
+                .span_of_recorded(&recorder, turn_id)
+                .await?
+                .ok_or(unknown)?,
+            Err(unknown) => return Err(unknown),
+        };
         let mut result = RewindResult {
             restored: Vec::new(),
             conflicts: Vec::new(),
