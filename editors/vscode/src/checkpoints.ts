@@ -59,9 +59,9 @@ export const RESTORE_PICKS: readonly RestorePick[] = [
   },
 ];
 
-/** A turn as commands name it: its prompt in quotes, or "the last turn". */
+/** A turn as commands name it: its prompt in quotes, or "that turn" (a retry's turn has no prompt of its own). */
 export function turnLabel(prompt: string | undefined): string {
-  return prompt !== undefined && prompt.trim() ? `“${shortPrompt(prompt)}”` : 'the last turn';
+  return prompt !== undefined && prompt.trim() ? `“${shortPrompt(prompt)}”` : 'that turn';
 }
 
 export interface CheckpointPick {

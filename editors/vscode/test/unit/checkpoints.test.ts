@@ -23,7 +23,7 @@ test('text files are diffed; binary, uncaptured and folders are listed with a no
 
 test('Undo offers both first, then files, then conversation', () => {
   assert.deepEqual(RESTORE_PICKS.map((p) => p.restore), ['both', 'files', 'conversation']);
-  assert.equal(turnLabel(undefined), 'the last turn');
+  assert.equal(turnLabel(undefined), 'that turn');
   assert.equal(turnLabel('do it\nplease'), '“do it”');
 });
 
