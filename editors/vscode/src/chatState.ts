@@ -215,10 +215,22 @@ export class ChatState {
 
   /** A rewind this client made and applies from its response: its `rewound` event (same turn and restore) is skipped. */
   expectEcho(turnId: string, restore: RestoreScope): void {
-    this.rewindEchoes.add(`${turnId}\0${restore}`);
+    const key = `${turnId}\0${restore}`;
+    this.rewindEchoes.set(key, (this.rewindEchoes.get(key) ?? 0) + 1);
   }
 
-  private readonly rewindEchoes = new Set<string>();
+  /** Events still to come of rewinds this client applied, by turn and restore (a Force repeats a files rewind). */
+  private readonly rewindEchoes = new Map<string, number>();
+
+  /** Whether an event is the echo of a rewind this client applied (then counted off). */
+  private isEcho(turnId: string, restore: RestoreScope): boolean {
+    const key = `${turnId}\0${restore}`;
+    const n = this.rewindEchoes.get(key);
+    if (!n) return false;
+    if (n === 1) this.rewindEchoes.delete(key);
+    else this.rewindEchoes.set(key, n - 1);
+    return true;
+  }
 
   addNotice(kind: string, text: string): Change {
     return { items: [this.push({ type: 'notice', kind, text }, null)], meta: false };
@@ -464,7 +476,7 @@ export class ChatState {
         break;
       }
       case 'rewound': {
-        if (this.rewindEchoes.delete(`${e.turnId}\0${e.restore}`)) break;
+        if (e.turnId && this.isEcho(e.turnId, e.restore)) break;
         return e.turnId ? this.rewind(e.turnId, e.restore, e.files ?? []) : ch;
       }
       case 'mcpStatus':

@@ -739,51 +739,70 @@ export class Controller implements vscode.Disposable {
 
   /**
    * `session/rewind` to before `turnId`. The chat drops the rewound turns at once when the conversation was
-   * rewound (the server's `rewound` event repeats it; see ChatState.rewind). Files changed since by someone else
+   * rewound (the server's `rewound` events repeat it; see ChatState.rewind). Files changed since by someone else
    * are conflicts: listed, with Force to put them back anyway. A running turn refuses a rewind: the user may stop it
    * and go on. Resolves undefined when nothing was rewound (the user did not stop the turn).
+   *
+   * `both` is sent as two requests, `files` and then `conversation`: Force sends the files rewind of the turn again,
+   * and the server refuses that (`unknownTurn`) once the turn has left the conversation. A conflict's Force (or the
+   * user keeping the files) is settled between the two.
    */
   async rewindTo(turnId: string, restore: RestoreScope, prompt = this.promptText(turnId)): Promise<RewindResult | undefined> {
     const { client, sessionId } = this.requireSession();
     const label = turnLabel(prompt);
+    const first: RestoreScope = restore === 'both' ? 'files' : restore;
     let r: RewindResult;
     try {
-      r = await client.rewind(sessionId, turnId, restore).catch(checkpointError);
+      r = await client.rewind(sessionId, turnId, first).catch(checkpointError);
     } catch (err) {
       if (!(await this.offerStop(err, `undo ${label}`))) return undefined;
       return this.rewindTo(turnId, restore, prompt);
     }
-    if (this.state.meta.sessionId !== sessionId) return r;
-    // Shown now, not at the `rewound` event: a prompt sent right after (Edit & resend) must land after the cut.
-    this.state.expectEcho(turnId, restore);
-    const conversation = restore !== 'files' && r.conversationRewound;
-    if (conversation || restore !== 'conversation') this.publish(this.state.rewind(turnId, conversation ? restore : 'files', r.restored, prompt));
-    if (r.conflicts.length) await this.forceConflicts(turnId, conversation ? 'files' : restore, r, prompt);
-    else void vscode.window.setStatusBarMessage(`tandem: undid ${label}`, 4000);
-    return r;
+    // Shown from the answers, not at the `rewound` events: a prompt sent right after (Edit & resend) must land
+    // after the cut. Their events then change nothing.
+    this.state.expectEcho(turnId, first);
+    const restored = [...r.restored];
+    let conflicts = r.conflicts;
+    let kept: string[] = [];
+    if (conflicts.length) {
+      const forced = await this.forceConflicts(turnId, conflicts, label);
+      if (forced) {
+        restored.push(...forced.restored);
+        conflicts = forced.conflicts;
+      } else {
+        kept = conflicts.map((c) => c.path);
+      }
+    }
+    let conversationRewound = r.conversationRewound;
+    if (restore === 'both') {
+      conversationRewound = (await client.rewind(sessionId, turnId, 'conversation').catch(checkpointError)).conversationRewound;
+      this.state.expectEcho(turnId, 'conversation');
+    }
+    if (this.state.meta.sessionId === sessionId) {
+      const shown: RestoreScope = restore === 'files' || !conversationRewound ? 'files' : restore;
+      if (restore !== 'conversation' || conversationRewound) this.publish(this.state.rewind(turnId, shown, restored, prompt));
+      if (kept.length) this.publish(this.state.addNotice('warning', `Left as they are (changed since this session wrote them): ${kept.join(', ')}.`));
+      if (!kept.length && !conflicts.length) void vscode.window.setStatusBarMessage(`tandem: undid ${label}`, 4000);
+    }
+    if (conflicts.length && !kept.length) {
+      // What even force cannot put back: content that was never captured (over 5 MiB, unreadable).
+      void vscode.window.showErrorMessage(`tandem could not put back ${conflicts.map((c) => `${c.path} (${c.reason})`).join('; ')}`);
+    }
+    return { restored, conflicts, conversationRewound };
   }
 
   /**
-   * Lists a rewind's conflicts (path and reason) and offers Force, which sends the rewind again with
-   * `force: true`. After a conversation rewind the turn is no longer part of the conversation, so the second
-   * request puts back only the files (`restore: "files"`).
+   * Lists a rewind's conflicts (path and reason) and offers Force, which sends the files rewind again with
+   * `force: true`. Resolves its answer, or undefined when the user keeps the files as they are.
    */
-  private async forceConflicts(turnId: string, restore: RestoreScope, r: RewindResult, prompt: string | undefined): Promise<void> {
-    const { message, detail } = conflictText(r.conflicts, turnLabel(prompt));
+  private async forceConflicts(turnId: string, conflicts: RewindResult['conflicts'], label: string): Promise<RewindResult | undefined> {
+    const { message, detail } = conflictText(conflicts, label);
     const a = await vscode.window.showWarningMessage(message, { modal: true, detail }, 'Force');
-    if (a !== 'Force') {
-      this.publish(this.state.addNotice('warning', `Left as they are (changed since this session wrote them): ${r.conflicts.map((c) => c.path).join(', ')}.`));
-      return;
-    }
+    if (a !== 'Force') return undefined;
     const { client, sessionId } = this.requireSession();
-    const forced = await client.rewind(sessionId, turnId, restore, true).catch(checkpointError);
-    this.state.expectEcho(turnId, restore);
-    const conversation = restore !== 'files' && forced.conversationRewound;
-    this.publish(this.state.rewind(turnId, conversation ? restore : 'files', forced.restored, prompt));
-    if (forced.conflicts.length) {
-      // What force cannot put back: content that was never captured (over 5 MiB, unreadable).
-      void vscode.window.showErrorMessage(`tandem could not put back ${forced.conflicts.map((c) => `${c.path} (${c.reason})`).join('; ')}`);
-    }
+    const forced = await client.rewind(sessionId, turnId, 'files', true).catch(checkpointError);
+    this.state.expectEcho(turnId, 'files');
+    return forced;
   }
 
   /**

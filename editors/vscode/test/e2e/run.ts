@@ -847,8 +847,9 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
     await prompt.waitFor({ state: 'detached' });
     const left = { assistant: await c.locator('[data-testid=assistant-message]').count(), tools: await c.locator('[data-testid=tool-card]').count() };
     if (left.assistant || left.tools) throw new Error(`the undone turn is still in the chat: ${JSON.stringify(left)}`);
-    const rewinds = tapRecords(server.log).filter((r) => r.method === 'session/rewind');
-    if (rewinds.length !== 1 || rewinds[0].params?.restore !== 'both' || 'force' in (rewinds[0].params ?? {})) throw new Error(`session/rewind requests: ${JSON.stringify(rewinds)}`);
+    // Files and conversation go as a files rewind, then a conversation rewind (controller.ts, rewindTo); no force.
+    const rewinds = tapRecords(server.log).filter((r) => r.method === 'session/rewind').map((r) => r.params);
+    if (JSON.stringify(rewinds.map((p) => [p.restore, p.force])) !== JSON.stringify([['files', undefined], ['conversation', undefined]])) throw new Error(`session/rewind requests: ${JSON.stringify(rewinds)}`);
     await screenshot(page, 'turn-undone');
   });
 
@@ -877,8 +878,8 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
     if ((await c.locator('[data-testid=user-message]', { hasText: 'apples' }).count()) !== 0) throw new Error('the edited prompt is still in the chat');
     await c.locator('[data-testid=user-message]', { hasText: 'Tell me about pears' }).waitFor();
     const methods = tapRecords(server.log).map((r) => r.method);
-    const rewind = tapRecords(server.log).filter((r) => r.method === 'session/rewind').at(-1);
-    if (rewind?.params?.restore !== 'both' || methods.lastIndexOf('session/rewind') > methods.lastIndexOf('prompt')) throw new Error(`requests: ${methods.join(', ')}`);
+    const rewinds = tapRecords(server.log).filter((r) => r.method === 'session/rewind').map((r) => r.params.restore);
+    if (rewinds.join() !== 'files,conversation,files,conversation' || methods.lastIndexOf('session/rewind') > methods.lastIndexOf('prompt')) throw new Error(`requests: ${methods.join(', ')}`);
     await screenshot(page, 'edit-resent');
   });
 

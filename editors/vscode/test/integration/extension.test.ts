@@ -647,7 +647,10 @@ describe('the extension in a fake VS Code host', () => {
     view.send({ type: 'turnAction', action: 'undo', turnId: prompt.turnId });
     await waitFor(() => fs.readFileSync(file).equals(original), 10_000, 'undo-me.txt back as it was');
     await waitFor(() => viewItems(view).some((i) => i.type === 'notice' && i.kind === 'rewound'), 10_000, 'the rewound notice');
-    assert.deepEqual(sentOf('session/rewind').map((r) => r.params), [{ sessionId, turnId: prompt.turnId, restore: 'both' }]);
+    assert.deepEqual(sentOf('session/rewind').map((r) => r.params), [
+      { sessionId, turnId: prompt.turnId, restore: 'files' },
+      { sessionId, turnId: prompt.turnId, restore: 'conversation' },
+    ]);
     assert.deepEqual(viewItems(view).map((i) => i.type), ['notice'], 'the turn left the chat');
     assert.match(viewItems(view)[0].text, /Rewound to before “rewrite undo-me\.txt”: .*1 file put back \(undo-me\.txt\)/);
     assert.deepEqual(fake.messages.filter((m) => m.level !== 'info'), [], 'no conflict, no error');
@@ -666,7 +669,10 @@ describe('the extension in a fake VS Code host', () => {
     const users = (llm.requests[n].body.messages as { role: string; content: unknown }[]).filter((m) => m.role === 'user').map((m) => JSON.stringify(m.content));
     assert.ok(users.at(-1)!.includes('tell me about pears'), `the request ends with the edited prompt: ${users}`);
     assert.ok(!users.some((u) => u.includes('apples')), `the old prompt is not in the request: ${users}`);
-    assert.deepEqual(sentOf('session/rewind').at(-1)!.params, { sessionId, turnId: apples.turnId, restore: 'both' });
+    assert.deepEqual(sentOf('session/rewind').slice(-2).map((r) => r.params), [
+      { sessionId, turnId: apples.turnId, restore: 'files' },
+      { sessionId, turnId: apples.turnId, restore: 'conversation' },
+    ]);
     const methods = sent.map((r) => r.method);
     assert.ok(methods.lastIndexOf('session/rewind') < methods.lastIndexOf('prompt'), 'rewind, then prompt');
     assert.equal(viewMeta(view).editing, undefined);
@@ -686,6 +692,40 @@ describe('the extension in a fake VS Code host', () => {
     assert.deepEqual(resumed.filter((i) => i.type !== 'notice').map((i) => i.text), ['tell me about pears', 'Pears are green.']);
     assert.equal(resumed.filter((i) => i.type === 'notice' && i.kind === 'rewound').length, 2, JSON.stringify(resumed));
     assert.ok(resumed.filter((i) => i.type === 'notice').every((i) => !i.turnId), 'a rewound notice offers no turn actions');
+  });
+
+  test('undo against the real server: a file changed since the turn is a conflict, listed with its reason; Force puts it back and the conversation is rewound too', async () => {
+    const { view, ws } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile, 'tandem.defaultMode': 'autoEdit' });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    const file = path.join(ws, 'conflict.txt');
+    fs.writeFileSync(file, 'before the turn\n');
+    await llm.enqueue({ steps: [call('call_conflict', 'write_file', { path: 'conflict.txt', content: 'by the agent\n' })] }, { steps: [say('Written.')] });
+    view.send({ type: 'prompt', text: 'write conflict.txt' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'Written.'), 10_000, 'the turn');
+    // The user changes the file after the turn: the rewind must not overwrite that without asking.
+    fs.writeFileSync(file, 'changed by the user\n');
+    const turnId = viewItems(view).find((i) => i.type === 'user').turnId;
+    const sessionId = viewMeta(view).sessionId;
+    fake.onMessage = (m) => (m.modal ? 'Force' : undefined);
+    fake.quickPickAnswers.push((items) => items.find((i: any) => i.restore === 'both'));
+    view.send({ type: 'turnAction', action: 'undo', turnId });
+    await waitFor(() => viewItems(view).some((i) => i.type === 'notice' && i.kind === 'rewound'), 10_000, 'the rewind');
+    const dialog = fake.messages.find((m) => m.modal);
+    assert.ok(dialog, 'the conflict is shown');
+    assert.match(dialog.text, /left 1 file as it is/);
+    assert.match(dialog.detail ?? '', /^conflict\.txt: \S/);
+    assert.equal(fs.readFileSync(file, 'utf8'), 'before the turn\n', 'Force put it back');
+    assert.deepEqual(sentOf('session/rewind').map((r) => r.params), [
+      { sessionId, turnId, restore: 'files' },
+      { sessionId, turnId, restore: 'files', force: true },
+      { sessionId, turnId, restore: 'conversation' },
+    ]);
+    assert.deepEqual(viewItems(view).map((i) => i.kind), ['rewound']);
+    assert.match(viewItems(view)[0].text, /1 file put back \(conflict\.txt\)/);
+    assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), []);
+    const { checkpoints } = await [...clients][0].checkpoints(sessionId);
+    assert.deepEqual(checkpoints, [], 'the turn left the conversation');
   });
 
   test('an edit applied without asking keeps its diff on the card, and Open diff shows it read-only', async () => {

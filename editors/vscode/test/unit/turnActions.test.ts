@@ -97,7 +97,7 @@ test('a turn that changed nothing says so', async () => {
   assert.deepEqual(fake.messages.map((m) => m.text), ['tandem: “just talk” changed no files.']);
 });
 
-test('Undo with files and conversation: the rewind request, the chat drops the turn and every later one at once, and the echo event changes nothing', async () => {
+test('Undo with files and conversation: the files, then the conversation; the chat drops the turn and every later one at once, and the echo events change nothing', async () => {
   const { c, client, turn, texts, posted } = await setup();
   await turn('zeroth', 't0', 'kept answer');
   await turn('first prompt', 't1', 'first answer');
@@ -108,13 +108,21 @@ test('Undo with files and conversation: the rewind request, the chat drops the t
   await c.turnAction('undo', 't1');
   assert.match(fake.quickPicks[0].options.title, /Undo “first prompt”/);
   assert.deepEqual(fake.quickPicks[0].items.map((i: any) => i.restore), ['both', 'files', 'conversation']);
-  assert.deepEqual(client.sent('session/rewind'), [{ sessionId, turnId: 't1', restore: 'both' }], 'no force unless asked');
+  assert.deepEqual(
+    client.sent('session/rewind'),
+    [
+      { sessionId, turnId: 't1', restore: 'files' },
+      { sessionId, turnId: 't1', restore: 'conversation' },
+    ],
+    'no force unless asked',
+  );
   assert.deepEqual(texts(), ['zeroth', 'kept answer', 'Rewound to before “first prompt”: that turn and every later one left the conversation; 1 file put back (a.txt).']);
   assert.equal(c.state.items.at(-1)!.type, 'notice');
   assert.equal(posted.at(-1)?.type, 'snapshot', 'the webview gets the whole shorter list');
   assert.deepEqual(posted.at(-1).snapshot.items.map((i: any) => i.text), texts());
-  client.emit({ sessionId, turnId: 't1', type: 'rewound', restore: 'both', files: ['a.txt'] });
-  assert.equal(c.state.items.length, 3, 'the echo of our own rewind adds nothing');
+  client.emit({ sessionId, turnId: 't1', type: 'rewound', restore: 'files', files: ['a.txt'] });
+  client.emit({ sessionId, turnId: 't1', type: 'rewound', restore: 'conversation', files: [] });
+  assert.equal(c.state.items.length, 3, 'the echoes of our own rewind add nothing');
 });
 
 test('a rewound event from another client drops the turns from the chat; a files-only one keeps them and says what was put back', async () => {
@@ -136,13 +144,14 @@ test('a rewound event from another client drops the turns from the chat; a files
   assert.equal(c.state.items.length, 3);
 });
 
-test('conflicts are listed with path and reason; Force sends the rewind again with force: true, for the files once the conversation was rewound', async () => {
+test('conflicts are listed with path and reason; Force sends the files rewind again with force: true before the conversation is rewound', async () => {
   const { c, client, turn, texts } = await setup();
   await turn('first prompt', 't1', 'first answer');
   const sessionId = c.state.meta.sessionId!;
   const answers = [
-    ok({ restored: ['a.txt'], conflicts: [{ path: 'README.md', reason: 'changed since this session wrote it' }, { path: 'b.txt', reason: 'deleted by you' }] }),
+    ok({ restored: ['a.txt'], conflicts: [{ path: 'README.md', reason: 'changed since this session wrote it' }, { path: 'b.txt', reason: 'deleted by you' }], conversationRewound: false }),
     ok({ restored: ['README.md', 'b.txt'], conversationRewound: false }),
+    ok(),
   ];
   client.handlers.set('session/rewind', () => answers.shift());
   fake.onMessage = (m) => (m.modal ? 'Force' : undefined);
@@ -153,10 +162,16 @@ test('conflicts are listed with path and reason; Force sends the rewind again wi
   assert.deepEqual(dialog.actions, ['Force']);
   assert.equal(dialog.detail, 'README.md: changed since this session wrote it\nb.txt: deleted by you');
   assert.deepEqual(client.sent('session/rewind'), [
-    { sessionId, turnId: 't1', restore: 'both' },
+    { sessionId, turnId: 't1', restore: 'files' },
     { sessionId, turnId: 't1', restore: 'files', force: true },
+    { sessionId, turnId: 't1', restore: 'conversation' },
   ]);
-  assert.equal(texts().at(-1), 'Files put back to before “first prompt”: 2 files put back (README.md, b.txt). The conversation keeps its turns.');
+  assert.deepEqual(texts(), ['Rewound to before “first prompt”: that turn and every later one left the conversation; 3 files put back (a.txt, README.md, b.txt).']);
+  // Three answers, three events: each is the echo of what the chat already shows.
+  client.emit({ sessionId, turnId: 't1', type: 'rewound', restore: 'files', files: ['a.txt'] });
+  client.emit({ sessionId, turnId: 't1', type: 'rewound', restore: 'files', files: ['README.md', 'b.txt'] });
+  client.emit({ sessionId, turnId: 't1', type: 'rewound', restore: 'conversation', files: [] });
+  assert.equal(texts().length, 1);
 
   // Declined: nothing more is sent, and the chat says which files were left alone.
   await turn('again', 't2', 'again answer');
@@ -164,7 +179,7 @@ test('conflicts are listed with path and reason; Force sends the rewind again wi
   fake.onMessage = () => undefined;
   pickRestore('files');
   await c.undoTurn('t2');
-  assert.deepEqual(client.sent('session/rewind').slice(2), [{ sessionId, turnId: 't2', restore: 'files' }]);
+  assert.deepEqual(client.sent('session/rewind').slice(3), [{ sessionId, turnId: 't2', restore: 'files' }]);
   assert.equal(texts().at(-1), 'Left as they are (changed since this session wrote them): README.md.');
   assert.ok(texts().includes('again answer'), 'a files-only undo keeps the turn');
 });
@@ -194,11 +209,11 @@ test('a running turn refuses the rewind: the server message comes with an offer 
   await c.undoTurn('t1');
   assert.deepEqual(client.sent('stop'), [{ sessionId }]);
   const order = client.requests.map((r) => r.method).filter((m) => m === 'stop' || m === 'session/rewind');
-  assert.deepEqual(order, ['session/rewind', 'session/rewind', 'stop', 'session/rewind']);
+  assert.deepEqual(order, ['session/rewind', 'session/rewind', 'stop', 'session/rewind', 'session/rewind']);
   assert.ok(!texts().includes('first answer'));
 });
 
-test('Edit & resend: the box gets the prompt as typed; sending rewinds files and conversation, then prompts with the new text, which outlives the rewound event', async () => {
+test('Edit & resend: the box gets the prompt as typed; sending rewinds files and conversation, then prompts with the new text, which outlives the rewound events', async () => {
   const { c, client, turn, texts, posted } = await setup();
   await turn('zeroth', 't0', 'kept');
   await turn('make it blue', 't1', 'made it blue');
@@ -207,15 +222,17 @@ test('Edit & resend: the box gets the prompt as typed; sending rewinds files and
   assert.deepEqual(c.state.meta.editing, { turnId: 't1', text: 'make it blue', id: 1 });
   assert.deepEqual(posted.filter((m) => m.type === 'meta').at(-1).meta.editing, c.state.meta.editing, 'the webview is told to fill its box');
   client.handlers.set('session/rewind', () => ok({ restored: ['style.css'] }));
-  // The rewound event comes after the rewind's answer: here while the new prompt is on its way.
+  // The rewound events come after the rewinds' answers: here while the new prompt is on its way.
   client.handlers.set('prompt', () => {
-    client.emit({ sessionId, turnId: 't1', type: 'rewound', restore: 'both', files: ['style.css'] });
+    client.emit({ sessionId, turnId: 't1', type: 'rewound', restore: 'files', files: ['style.css'] });
+    client.emit({ sessionId, turnId: 't1', type: 'rewound', restore: 'conversation', files: [] });
     return { turnId: 't2' };
   });
   await c.editAndResend('t1', 'make it red');
   const order = client.requests.map((r) => r.method).filter((m) => m === 'session/rewind' || m === 'prompt').slice(2);
-  assert.deepEqual(order, ['session/rewind', 'prompt'], 'rewind first, then the prompt');
-  assert.deepEqual(client.sent('session/rewind'), [{ sessionId, turnId: 't1', restore: 'both' }]);
+  assert.deepEqual(order, ['session/rewind', 'session/rewind', 'prompt'], 'rewind first, then the prompt');
+  assert.deepEqual(client.sent('session/rewind').map((p) => p.restore), ['files', 'conversation']);
+  assert.deepEqual(client.sent('session/rewind')[0], { sessionId, turnId: 't1', restore: 'files' });
   assert.deepEqual(client.sent('prompt').at(-1), { sessionId, content: 'make it red' });
   assert.deepEqual(texts(), ['zeroth', 'kept', 'Rewound to before “make it blue”: that turn and every later one left the conversation; 1 file put back (style.css).', 'make it red']);
   const edited = c.state.items.at(-1)!;
