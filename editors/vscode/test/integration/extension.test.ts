@@ -728,6 +728,31 @@ describe('the extension in a fake VS Code host', () => {
     assert.deepEqual(checkpoints, [], 'the turn left the conversation');
   });
 
+  test('fork against the real server: Fork from here opens a new session with the turns before, and the next prompt goes there', async () => {
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    await llm.enqueue({ steps: [say('one done')] }, { steps: [say('two done')] }, { steps: [say('forked answer')] });
+    view.send({ type: 'prompt', text: 'turn one' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.text === 'one done'), 10_000, 'turn one');
+    view.send({ type: 'prompt', text: 'turn two' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.text === 'two done'), 10_000, 'turn two');
+    const source = viewMeta(view).sessionId;
+    const two = viewItems(view).find((i) => i.text === 'turn two');
+    view.send({ type: 'turnAction', action: 'fork', turnId: two.turnId });
+    await waitFor(() => !!viewMeta(view).sessionId && viewMeta(view).sessionId !== source, 10_000, 'the forked session');
+    const forked = viewMeta(view).sessionId;
+    assert.deepEqual(sentOf('session/fork').map((r) => r.params), [{ sessionId: source, turnId: two.turnId }]);
+    assert.deepEqual(sentOf('session/load').at(-1)!.params, { sessionId: forked });
+    assert.deepEqual(viewItems(view).filter((i) => i.type !== 'notice').map((i) => i.text), ['turn one', 'one done']);
+    const n = llm.requests.length;
+    view.send({ type: 'prompt', text: 'after the fork' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.text === 'forked answer'), 10_000, 'the forked turn');
+    assert.equal(sentOf('prompt').at(-1)!.params.sessionId, forked);
+    const users = (llm.requests[n].body.messages as { role: string; content: unknown }[]).filter((m) => m.role === 'user').map((m) => JSON.stringify(m.content));
+    assert.ok(users[0].includes('turn one') && users.at(-1)!.includes('after the fork') && !users.some((u) => u.includes('turn two')), JSON.stringify(users));
+  });
+
   test('an edit applied without asking keeps its diff on the card, and Open diff shows it read-only', async () => {
     const { view, ws } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile, 'tandem.defaultMode': 'autoEdit' });
     view.send({ type: 'ready' });
