@@ -506,3 +506,48 @@ async fn files_over_5_mib_are_listed_as_not_captured_and_deleting_the_session_pr
     assert_eq!(gone.kind, "unknownSession");
     t.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_command_cut_by_kill_9_is_settled_into_its_turn_and_can_be_rewound() {
+    let ws = workspace();
+    let root = ws.path();
+    write(root, "a.txt", "before the crash\n");
+    let before = tree(root, false);
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_call_reply(
+        "s1",
+        "shell",
+        json!({"command": "echo during > a.txt; mkdir half; echo started; sleep 30"}),
+    ));
+    let t = Tandem::start(&mock).await;
+    let sid = full_auto(&t, root).await;
+    let turn = t.prompt(&sid, "crash in the middle").await;
+    t.wait_event(&sid, |e| {
+        e["type"] == "toolCallUpdate" && e["output"].as_str().is_some_and(|o| o.contains("started"))
+    })
+    .await;
+    t.kill().await;
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "during\n"
+    );
+
+    let t = t.respawn().await;
+    t.initialize().await;
+    let loaded = t.load_session(&sid).await;
+    assert_eq!(loaded["state"], "idle", "{loaded:#}");
+    let diff = t
+        .request_ok("turn/diff", json!({"sessionId": sid, "turnId": turn}))
+        .await;
+    let paths: Vec<&str> = diff["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["a.txt", "half"], "{diff:#}");
+    let r = rewind(&t, &sid, &turn, "files", false).await;
+    assert_eq!(r["conflicts"], json!([]), "{r:#}");
+    assert_eq!(tree(root, false), before);
+    t.shutdown().await;
+}

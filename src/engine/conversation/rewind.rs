@@ -65,6 +65,7 @@ impl Conversation {
     pub async fn checkpoints(&self) -> Result<Vec<Checkpoint>, SessionError> {
         let recorder = self.recorder().ok_or_else(no_store)?;
         self.complete_history().await?;
+        recorder.settle().await;
         let mut changes = recorder
             .change_lists()
             .await
@@ -90,6 +91,7 @@ impl Conversation {
         let recorder = self.recorder().ok_or_else(no_store)?;
         self.complete_history().await?;
         self.span_of(turn_id)?;
+        recorder.settle().await;
         recorder
             .turn_diff(turn_id)
             .await
