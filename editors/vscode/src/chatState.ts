@@ -3,7 +3,7 @@
 // Pure and vscode-free: the extension owns one instance, the webview only renders what it is sent,
 // so hiding or reloading the view loses nothing.
 import { applyMcpStatus, type McpServerInfo, type McpToolRef } from './mcp';
-import type { ApprovalOption, Decision, FileDiff, Mode, ModelInfo, SessionEvent, ToolKind, ToolStatus, TurnEndReason } from './protocol';
+import type { ApprovalOption, Decision, FileDiff, Mode, ModelInfo, RestoreScope, SessionEvent, ToolKind, ToolStatus, TurnEndReason } from './protocol';
 
 export interface ApprovalView {
   requestId: string;
@@ -17,8 +17,20 @@ export interface ApprovalView {
   resolved?: Decision;
 }
 
-export type ChatItem =
-  | { type: 'user'; id: string; text: string; steer?: boolean }
+/**
+ * One entry of the chat. `turnId` is the turn it belongs to (unset for what the extension itself adds between
+ * turns, and for a prompt until the server admitted it): the chat offers the turn's actions (Show changes, Undo,
+ * Edit & resend, Fork) on the turn's first item, and a conversation rewind drops the turn's items and all after.
+ */
+export type ChatItem = (
+  | {
+      type: 'user';
+      id: string;
+      text: string;
+      steer?: boolean;
+      /** The text as the user typed it (without attached context), for Edit & resend; unset: `text`. */
+      draft?: string;
+    }
   | { type: 'assistant'; id: string; text: string; reasoning: string; streaming: boolean }
   | {
       type: 'tool';
@@ -37,7 +49,8 @@ export type ChatItem =
       mcp?: McpToolRef;
     }
   | { type: 'question'; id: string; requestId: string; question: string; choices?: string[]; plan?: string; answer?: string; withdrawn?: boolean }
-  | { type: 'notice'; id: string; kind: string; text: string };
+  | { type: 'notice'; id: string; kind: string; text: string }
+) & { turnId?: string };
 
 /** A ChatItem before it gets its id (distributive, so each variant keeps its own fields). */
 type NewItem = ChatItem extends infer T ? (T extends ChatItem ? Omit<T, 'id'> : never) : never;
@@ -77,6 +90,12 @@ export interface ChatMeta {
   lastSession?: { sessionId: string; title?: string; updatedAt: number };
   /** The session's MCP servers (mcp/status, then mcpStatus events); unset before a session reports them. */
   mcp?: McpServerInfo[];
+  /**
+   * Edit & resend in progress: the prompt box holds this turn's prompt (`text`), and sending rewinds the session
+   * to before `turnId` (files and conversation) and then prompts with the edited text. `id` changes with every
+   * new edit, so the webview fills its box once per edit (also from a snapshot), never over what the user typed.
+   */
+  editing?: { turnId: string; text: string; id: number };
 }
 
 export interface Snapshot {
@@ -88,6 +107,8 @@ export interface Snapshot {
 export interface Change {
   items: number[];
   meta: boolean;
+  /** Items were removed (a rewind): indices before and after no longer match, so the whole list is sent again. */
+  reset?: boolean;
 }
 
 export class ChatState {
@@ -112,21 +133,107 @@ export class ChatState {
     this.requestIndex.clear();
     this.currentAssistant = -1;
     this.lastSeq = 0;
-    this.meta = { ...this.meta, sessionId: undefined, turn: 'idle', turnId: undefined, lastEnd: undefined, usage: undefined, lastSession: undefined, networkAccess: undefined, mcp: undefined };
+    this.rewindEchoes.clear();
+    this.meta = { ...this.meta, sessionId: undefined, turn: 'idle', turnId: undefined, lastEnd: undefined, usage: undefined, lastSession: undefined, networkAccess: undefined, mcp: undefined, editing: undefined };
     if (session) Object.assign(this.meta, { sessionId: session.sessionId, model: session.model, mode: session.mode });
   }
 
-  private push(item: NewItem): number {
-    this.items.push({ ...item, id: `i${this.nextId++}` } as ChatItem);
+  /** `turnId`: the item's turn; unset, the turn of the event being applied (null: none). */
+  private push(item: NewItem, turnId: string | null | undefined = this.eventTurn): number {
+    this.items.push({ ...item, id: `i${this.nextId++}`, ...(turnId ? { turnId } : {}) } as ChatItem);
     return this.items.length - 1;
   }
 
-  addUser(text: string, steer = false): Change {
-    return { items: [this.push({ type: 'user', text, steer })], meta: false };
+  /**
+   * A prompt (or a steer, which belongs to the running turn) as the user sent it. `draft` is the text as typed
+   * when `text` shows more (the attached context), for Edit & resend.
+   */
+  addUser(text: string, steer = false, draft?: string): Change {
+    const item: NewItem = { type: 'user', text, steer, ...(draft !== undefined && draft !== text ? { draft } : {}) };
+    return { items: [this.push(item, steer ? this.meta.turnId : undefined)], meta: false };
+  }
+
+  /** The server admitted a prompt as `turnId` (the `prompt` response): its item now carries the turn. */
+  setTurnOf(itemId: string, turnId: string): Change {
+    const i = this.items.findIndex((x) => x.id === itemId);
+    if (i < 0 || this.items[i].turnId === turnId) return { items: [], meta: false };
+    this.items[i].turnId = turnId;
+    return { items: [i], meta: false };
+  }
+
+  /** The index of the first item of a turn (where the chat shows its actions), or -1. */
+  turnStart(turnId: string): number {
+    return this.items.findIndex((x) => x.turnId === turnId);
+  }
+
+  /** The newest turn the chat shows, or undefined. */
+  lastTurnId(): string | undefined {
+    for (let i = this.items.length - 1; i >= 0; i--) if (this.items[i].turnId) return this.items[i].turnId;
+    return undefined;
+  }
+
+  /** The prompt that started a turn (its first user item that is not a steer), if the chat shows one. */
+  promptOf(turnId: string): Extract<ChatItem, { type: 'user' }> | undefined {
+    return this.items.find((x): x is Extract<ChatItem, { type: 'user' }> => x.type === 'user' && !x.steer && x.turnId === turnId);
+  }
+
+  /** The newest prompt the chat shows that belongs to a turn (for Edit & resend without a turn named). */
+  lastPrompt(): Extract<ChatItem, { type: 'user' }> | undefined {
+    for (let i = this.items.length - 1; i >= 0; i--) {
+      const x = this.items[i];
+      if (x.type === 'user' && !x.steer && x.turnId) return x;
+    }
+    return undefined;
+  }
+
+  /**
+   * What a rewind did to this chat, from its response or from the `rewound` event (another client's rewind, or
+   * the echo of ours). A conversation rewind drops the turn's items and every later one, and a notice stands
+   * where they were (as `session/load` shows it); a files-only rewind keeps the turns and adds the notice.
+   * A conversation rewind of a turn the chat no longer shows changes nothing, so the echo of a rewind already
+   * applied is harmless; expectEcho() makes the echo of a files-only one silent too. `prompt` names the turn
+   * when the chat does not show it (any more).
+   */
+  rewind(turnId: string, restore: RestoreScope, files: string[], prompt?: string): Change {
+    const start = this.turnStart(turnId);
+    const item = this.promptOf(turnId);
+    const text = rewoundText(item ? (item.draft ?? item.text) : prompt, restore, files);
+    if (restore === 'files') return { items: [this.push({ type: 'notice', kind: 'rewound', text }, null)], meta: false };
+    if (start < 0) return { items: [], meta: false };
+    this.items.length = start;
+    for (const map of [this.toolIndex, this.requestIndex]) {
+      for (const [k, i] of map) if (i >= start) map.delete(k);
+    }
+    if (this.currentAssistant >= start) this.currentAssistant = -1;
+    // The turn bar's "Last turn: error · Retry" was about a turn that is gone.
+    this.meta.lastEnd = undefined;
+    // An edit of a turn that is gone has nothing left to rewind: the prompt box keeps its text, sent as a prompt.
+    if (this.meta.editing && this.turnStart(this.meta.editing.turnId) < 0) this.meta.editing = undefined;
+    this.push({ type: 'notice', kind: 'rewound', text }, null);
+    return { items: [], meta: true, reset: true };
+  }
+
+  /** A rewind this client made and applies from its response: its `rewound` event (same turn and restore) is skipped. */
+  expectEcho(turnId: string, restore: RestoreScope): void {
+    const key = `${turnId}\0${restore}`;
+    this.rewindEchoes.set(key, (this.rewindEchoes.get(key) ?? 0) + 1);
+  }
+
+  /** Events still to come of rewinds this client applied, by turn and restore (a Force repeats a files rewind). */
+  private readonly rewindEchoes = new Map<string, number>();
+
+  /** Whether an event is the echo of a rewind this client applied (then counted off). */
+  private isEcho(turnId: string, restore: RestoreScope): boolean {
+    const key = `${turnId}\0${restore}`;
+    const n = this.rewindEchoes.get(key);
+    if (!n) return false;
+    if (n === 1) this.rewindEchoes.delete(key);
+    else this.rewindEchoes.set(key, n - 1);
+    return true;
   }
 
   addNotice(kind: string, text: string): Change {
-    return { items: [this.push({ type: 'notice', kind, text })], meta: false };
+    return { items: [this.push({ type: 'notice', kind, text }, null)], meta: false };
   }
 
   setMeta(patch: Partial<ChatMeta>): Change {
@@ -193,14 +300,37 @@ export class ChatState {
     return this.currentAssistant;
   }
 
+  /** The turn of the event apply() is folding in: items it adds belong to that turn. */
+  private eventTurn?: string;
+
   apply(e: SessionEvent): Change {
     if (this.meta.sessionId && e.sessionId !== this.meta.sessionId) return { items: [], meta: false };
     // Events are ordered with seq +1 each; a replayed or duplicated one must not render twice.
     if (e.seq <= this.lastSeq) return { items: [], meta: false };
     this.lastSeq = e.seq;
+    this.eventTurn = e.turnId ?? undefined;
+    try {
+      return this.fold(e);
+    } finally {
+      this.eventTurn = undefined;
+    }
+  }
+
+  private fold(e: SessionEvent): Change {
     const ch: Change = { items: [], meta: false };
     switch (e.type) {
-      case 'turnStarted':
+      case 'turnStarted': {
+        // The prompt that started the turn, if its response has not named the turn yet: the newest prompt after
+        // every item of an earlier turn (a retry's turn has no prompt of its own).
+        for (let i = this.items.length - 1; i >= 0 && e.turnId; i--) {
+          const x = this.items[i];
+          if (x.turnId) break;
+          if (x.type === 'user' && !x.steer) {
+            x.turnId = e.turnId;
+            ch.items.push(i);
+            break;
+          }
+        }
         this.meta.turn = 'running';
         this.meta.turnId = e.turnId;
         this.meta.model = e.model;
@@ -208,6 +338,7 @@ export class ChatState {
         this.turnErrors.clear();
         ch.meta = true;
         break;
+      }
       case 'assistantDelta':
       case 'reasoningDelta': {
         const i = this.ensureAssistant();
@@ -344,6 +475,10 @@ export class ChatState {
         ch.meta = true;
         break;
       }
+      case 'rewound': {
+        if (e.turnId && this.isEcho(e.turnId, e.restore)) break;
+        return e.turnId ? this.rewind(e.turnId, e.restore, e.files ?? []) : ch;
+      }
       case 'mcpStatus':
         // Not part of a turn: only the server list in meta changes.
         this.meta.mcp = applyMcpStatus(this.meta.mcp ?? [], e);
@@ -418,11 +553,15 @@ export class ChatState {
         content?: unknown;
         text?: string;
         kind?: string;
+        source?: string;
+        turnId?: string | null;
         reasoning?: string;
         toolCalls?: { toolCallId?: string; name?: string; arguments?: unknown; result?: string; status?: string; diff?: FileDiff[] }[];
       };
       const text = typeof m.text === 'string' ? m.text : typeof m.content === 'string' ? m.content : contentText(m.content);
-      if (m.role === 'user') this.push({ type: 'user', text });
+      // A `rewound` notice stands where rewound turns were: it names a turn that is no longer one.
+      this.eventTurn = m.role === 'notice' && m.kind === 'rewound' ? undefined : (m.turnId ?? undefined);
+      if (m.role === 'user') this.push({ type: 'user', text, ...(m.source === 'steering' ? { steer: true } : {}) });
       else if (m.role === 'assistant') {
         if (text || m.reasoning) this.push({ type: 'assistant', text, reasoning: m.reasoning ?? '', streaming: false });
         for (const c of m.toolCalls ?? []) {
@@ -448,6 +587,41 @@ export class ChatState {
         }
       } else if (m.role === 'notice') this.push({ type: 'notice', kind: m.kind ?? 'notice', text });
     }
+    this.eventTurn = undefined;
+  }
+}
+
+/**
+ * Whether `items[index]` is the first item of its turn, where the chat shows the turn's actions. Items of no turn
+ * (the extension's own notices) may sit between a turn's items; they are skipped.
+ */
+export function isTurnStart(items: readonly ChatItem[], index: number): boolean {
+  const turnId = items[index]?.turnId;
+  if (!turnId) return false;
+  for (let i = index - 1; i >= 0; i--) {
+    const t = items[i].turnId;
+    if (t) return t !== turnId;
+  }
+  return true;
+}
+
+/** A prompt as a rewind's notice names it: one line, at most 60 characters. */
+export function shortPrompt(prompt: string): string {
+  const line = prompt.trim().split('\n')[0].trim();
+  return line.length > 60 ? `${line.slice(0, 59)}…` : line;
+}
+
+/** The notice a rewind leaves in the chat: which turn, and what was put back. */
+export function rewoundText(prompt: string | undefined, restore: RestoreScope, files: string[]): string {
+  const turn = prompt !== undefined ? `“${shortPrompt(prompt)}”` : 'that turn';
+  const list = files.length ? `${files.length} file${files.length === 1 ? '' : 's'} put back (${files.join(', ')})` : 'no file needed putting back';
+  switch (restore) {
+    case 'both':
+      return `Rewound to before ${turn}: that turn and every later one left the conversation; ${list}.`;
+    case 'conversation':
+      return `Rewound the conversation to before ${turn}: that turn and every later one left it; the files were left as they are.`;
+    case 'files':
+      return `Files put back to before ${turn}: ${list}. The conversation keeps its turns.`;
   }
 }
 

@@ -9,7 +9,11 @@ import type { ViewBridge } from './viewBridge';
 
 export type WebviewMessage =
   | { type: 'ready' }
-  | { type: 'prompt'; text: string; images?: { mimeType: string; data: string }[] }
+  /** `editTurnId`: the prompt box held an Edit & resend of that turn (ChatMeta.editing): rewind, then prompt. */
+  | { type: 'prompt'; text: string; images?: { mimeType: string; data: string }[]; editTurnId?: string }
+  /** A turn's button in the chat: Show changes, Undo, Edit & resend, Fork from here. */
+  | { type: 'turnAction'; action: import('./checkpoints').TurnAction; turnId: string }
+  | { type: 'cancelEdit' }
   | { type: 'pickMention' }
   | { type: 'steer'; text: string }
   | { type: 'stop' }
@@ -107,6 +111,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
   <div id="usage" class="usage" data-testid="usage"></div>
   <div id="context" class="context" data-testid="context-gauge" hidden><div class="gauge"><div id="gauge-fill" class="gauge-fill"></div></div><span id="context-text"></span></div>
   <div id="attachments" class="attachments" data-testid="attachments"></div>
+  <div id="editing" class="editing" data-testid="editing" hidden><span>Editing a sent prompt: sending undoes that turn and every later one (files and conversation), then sends this text.</span> <button id="cancel-edit" class="secondary" data-testid="cancel-edit" type="button">Cancel</button></div>
   <div class="composer">
     <textarea id="prompt" rows="3" data-testid="prompt" aria-label="Prompt"></textarea>
     <div class="composer-buttons">

@@ -6,6 +6,7 @@ import { Writable } from 'node:stream';
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter, type MessageConnection } from 'vscode-jsonrpc/node';
 import {
   PROTOCOL_VERSION,
+  type CheckpointsResult,
   type Decision,
   type InitializeResult,
   type LoadSessionResult,
@@ -14,8 +15,11 @@ import {
   type Mode,
   type NewSessionResult,
   type PromptPart,
+  type RestoreScope,
+  type RewindResult,
   type SessionEvent,
   type SessionSummary,
+  type TurnDiffResult,
 } from './protocol';
 
 export interface LaunchOptions {
@@ -257,6 +261,27 @@ export class TandemClient {
   /** Trusts and starts a server of the workspace's .mcp.json; its mcpStatus events follow. */
   mcpTrust(sessionId: string, server: string): Promise<object> {
     return this.request('mcp/trust', { sessionId, server });
+  }
+
+  /** Everything one turn changed in the workspace (to now, for the running turn). */
+  turnDiff(sessionId: string, turnId: string): Promise<TurnDiffResult> {
+    return this.request('turn/diff', { sessionId, turnId });
+  }
+  /** The session's turns as rewind points, oldest first. */
+  checkpoints(sessionId: string): Promise<CheckpointsResult> {
+    return this.request('session/checkpoints', { sessionId });
+  }
+  /** Puts the session back to just before `turnId`; `force` also puts back paths changed since by anyone else. */
+  rewind(sessionId: string, turnId: string, restore: RestoreScope, force?: boolean): Promise<RewindResult> {
+    return this.request('session/rewind', force === undefined ? { sessionId, turnId, restore } : { sessionId, turnId, restore, force });
+  }
+  /** A new stored session whose history is this one's up to (not including) `turnId`, or all of it. */
+  fork(sessionId: string, turnId?: string): Promise<{ sessionId: string }> {
+    return this.request('session/fork', turnId === undefined ? { sessionId } : { sessionId, turnId });
+  }
+  /** Deletes a session from the store (history, checkpoints); the workspace files are not touched. */
+  deleteSession(sessionId: string): Promise<object> {
+    return this.request('session/delete', { sessionId });
   }
 
   /** Kills the process without a shutdown request (tests use it to simulate a crash). */

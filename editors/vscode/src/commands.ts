@@ -56,6 +56,14 @@ export function registerCommands(context: vscode.ExtensionContext, c: Controller
   register('tandem.restartServer', () => c.restart());
   register('tandem.showLog', () => c.showLog());
   register('tandem.mcpServers', () => c.pickMcpServer());
+  // A turn's actions: on the turn given (the chat's buttons pass its id), else on the last turn of the session.
+  const turnArg = (arg: unknown) => (typeof arg === 'string' && arg ? arg : undefined);
+  register('tandem.showTurnChanges', (arg?: unknown) => c.showTurnChanges(turnArg(arg)));
+  register('tandem.undoTurn', (arg?: unknown) => c.undoTurn(turnArg(arg)));
+  register('tandem.editAndResend', (arg?: unknown) => c.startEdit(turnArg(arg)));
+  // Without a turn the fork asks where to fork (the whole conversation, or before any turn).
+  register('tandem.forkSession', (arg?: unknown) => c.forkSession(turnArg(arg)));
+  register('tandem.checkpoints', () => c.pickCheckpoint());
 
   const decide = (decision: Decision) => async (arg?: unknown) => {
     const tool = c.resolveApproval(arg);

@@ -14,7 +14,9 @@ import { DiffReview, requestIdOf } from './diffReview';
 import { askQuestion, PlanDocuments, reviewPlan, type QuestionHandle } from './questions';
 import { Supervisor } from './supervisor';
 import { ViewBridge } from './viewBridge';
-import { errorKind, DECISION_LABELS, MODES, MODE_DESCRIPTIONS, type Decision, type InitializeResult, type Mode, type PromptPart, type SessionEvent } from './protocol';
+import { errorKind, DECISION_LABELS, MODES, MODE_DESCRIPTIONS, type Decision, type InitializeResult, type Mode, type PromptPart, type RestoreScope, type RewindResult, type SessionEvent } from './protocol';
+import { checkpointPickItems, conflictText, RESTORE_PICKS, turnLabel, type TurnAction } from './checkpoints';
+import { TurnChanges } from './turnChanges';
 import { editedContent, fileContext, formatExit, hasDecision, isTooLargeToEdit, mentions, modelAbilities, promptWithSelection, sessionPickItems, type SelectionContext } from './promptContext';
 import * as fs from 'node:fs';
 import { loadAllPages } from './loadPages';
@@ -35,6 +37,7 @@ export class Controller implements vscode.Disposable {
   readonly bridge = new ViewBridge(this.state);
   readonly diffs = new DiffReview();
   readonly plans = new PlanDocuments();
+  readonly turnChanges = new TurnChanges();
   private readonly status = vscode.window.createStatusBarItem('tandem.status', vscode.StatusBarAlignment.Left, 100);
   /** "MCP 2/3" beside the main item while the session has MCP servers; click: tandem.mcpServers. */
   private readonly mcpStatus = vscode.window.createStatusBarItem('tandem.mcp', vscode.StatusBarAlignment.Left, 99);
@@ -57,10 +60,14 @@ export class Controller implements vscode.Disposable {
   private secretEnv: Record<string, string> = {};
   /** Lets the chat view reveal itself (set by extension.ts). */
   revealChat: (focusInput?: boolean) => void = () => {};
+  /** Numbers the edits of Edit & resend (ChatMeta.editing.id). */
+  private editSeq = 0;
 
   constructor(
     private readonly context: vscode.ExtensionContext,
     private readonly output: vscode.OutputChannel,
+    /** Tests put a scripted client in place of the real binary's. */
+    opts: { makeClient?: (o: LaunchOptions) => TandemClient } = {},
   ) {
     this.status.name = 'tandem';
     this.status.command = 'tandem.openChat';
@@ -71,7 +78,7 @@ export class Controller implements vscode.Disposable {
       started: (client, init) => this.onStarted(client, init),
       crashed: (info, willRestart, attempt) => this.onCrashed(info, willRestart, attempt),
       failed: (err) => this.onFailed(err),
-    });
+    }, { makeClient: opts.makeClient });
     this.showDraft();
     this.refreshUi({ items: [], meta: true });
   }
@@ -603,12 +610,16 @@ export class Controller implements vscode.Disposable {
     if (images.length && model && !model.vision) {
       this.publish(this.state.addNotice('warning', `${model.id} does not see images: the server sends it a placeholder instead and keeps the images for a model that does (Switch Model).`));
     }
-    this.publish(this.state.addUser(built.shown));
+    const added = this.state.addUser(built.shown, false, text);
+    this.publish(added);
+    // The response names the turn: the chat offers the turn's actions on this prompt from then on.
+    const itemId = this.state.items[added.items[0]].id;
+    const admitted = (r: { turnId: string }) => this.publish(this.state.setTurnOf(itemId, r.turnId));
     // A prompt can meet a turn the chat has not seen yet: a running one takes the text as a steer;
     // one that is already ending (it refuses both a prompt and a steer until its turnEnded) is
     // waited for, and the text then starts the next turn. Either way the text is not lost.
     try {
-      await client.prompt(sessionId, content);
+      admitted(await client.prompt(sessionId, content));
       return;
     } catch (err) {
       if (errorKind(err) !== 'turnInProgress') throw err;
@@ -621,7 +632,7 @@ export class Controller implements vscode.Disposable {
       if (errorKind(err) !== 'noTurnRunning') throw err;
     }
     await ended;
-    await client.prompt(sessionId, content);
+    admitted(await client.prompt(sessionId, content));
   }
 
   async steer(text: string): Promise<void> {
@@ -661,6 +672,233 @@ export class Controller implements vscode.Disposable {
       if (errorKind(err) === 'retryUnavailable') throw new Error('Nothing to retry: the last turn did not end in a provider error.');
       throw err;
     }
+  }
+
+  // ---- checkpoints: a turn's changes, undo, edit & resend, fork ------------------------------------------
+
+  /** A turn action from the chat (the turn's buttons) or a command (with a turn id, or the last turn without). */
+  async turnAction(action: TurnAction, turnId?: string): Promise<void> {
+    switch (action) {
+      case 'showChanges':
+        return this.showTurnChanges(turnId);
+      case 'undo':
+        return this.undoTurn(turnId);
+      case 'edit':
+        return this.startEdit(turnId);
+      case 'fork':
+        return this.forkSession(turnId ?? null);
+    }
+  }
+
+  /**
+   * The turn a command acts on, with its prompt: the one named, else the newest turn of the conversation as the
+   * server lists it (session/checkpoints: the chat may not show every turn, another client may have added some).
+   */
+  private async turnOrLast(turnId?: string): Promise<{ turnId: string; prompt?: string }> {
+    const item = turnId && this.state.promptOf(turnId);
+    if (item) return { turnId: turnId!, prompt: item.draft ?? item.text };
+    const { client, sessionId } = this.requireSession();
+    const { checkpoints } = await client.checkpoints(sessionId).catch(checkpointError);
+    const cp = turnId ? checkpoints.find((c) => c.turnId === turnId) : checkpoints.at(-1);
+    if (cp) return { turnId: cp.turnId, prompt: cp.prompt };
+    // A turn the server does not list: its own request names the error (unknownTurn).
+    if (turnId) return { turnId };
+    throw new Error('This session has no turn yet: nothing to act on.');
+  }
+
+  /** A turn's prompt as the user typed it, if the chat shows it. */
+  private promptText(turnId: string): string | undefined {
+    const item = this.state.promptOf(turnId);
+    return item ? (item.draft ?? item.text) : undefined;
+  }
+
+  /** A turn as messages name it: its prompt in quotes. */
+  private labelOf(turnId: string): string {
+    return turnLabel(this.promptText(turnId));
+  }
+
+  /** "Show changes": everything the turn changed (turn/diff), in the multi-file diff editor. */
+  async showTurnChanges(turnId?: string): Promise<void> {
+    const { client, sessionId } = this.requireSession();
+    const t = await this.turnOrLast(turnId);
+    const { files } = await client.turnDiff(sessionId, t.turnId).catch(checkpointError);
+    await this.turnChanges.show(t.turnId, turnLabel(t.prompt), this.cwd, files);
+  }
+
+  /** "Undo turn": asks what to put back (files, conversation or both), then rewinds to before the turn. */
+  async undoTurn(turnId?: string): Promise<void> {
+    const t = await this.turnOrLast(turnId);
+    const label = turnLabel(t.prompt);
+    const pick = await vscode.window.showQuickPick(
+      RESTORE_PICKS.map((p) => ({ ...p })),
+      { title: `Undo ${label} and every later turn: put back what?`, placeHolder: 'Files and conversation, files only, or conversation only' },
+    );
+    if (!pick) return;
+    await this.rewindTo(t.turnId, pick.restore, t.prompt);
+  }
+
+  /**
+   * `session/rewind` to before `turnId`. The chat drops the rewound turns at once when the conversation was
+   * rewound (the server's `rewound` events repeat it; see ChatState.rewind). Files changed since by someone else
+   * are conflicts: listed, with Force to put them back anyway. A running turn refuses a rewind: the user may stop it
+   * and go on. Resolves undefined when nothing was rewound (the user did not stop the turn).
+   *
+   * `both` is sent as two requests, `files` and then `conversation`: Force sends the files rewind of the turn again,
+   * and the server refuses that (`unknownTurn`) once the turn has left the conversation. A conflict's Force (or the
+   * user keeping the files) is settled between the two.
+   */
+  async rewindTo(turnId: string, restore: RestoreScope, prompt = this.promptText(turnId)): Promise<RewindResult | undefined> {
+    const { client, sessionId } = this.requireSession();
+    const label = turnLabel(prompt);
+    const first: RestoreScope = restore === 'both' ? 'files' : restore;
+    let r: RewindResult;
+    try {
+      r = await client.rewind(sessionId, turnId, first).catch(checkpointError);
+    } catch (err) {
+      if (!(await this.offerStop(err, `undo ${label}`))) return undefined;
+      return this.rewindTo(turnId, restore, prompt);
+    }
+    // Shown from the answers, not at the `rewound` events: a prompt sent right after (Edit & resend) must land
+    // after the cut. Their events then change nothing.
+    this.state.expectEcho(turnId, first);
+    const restored = [...r.restored];
+    let conflicts = r.conflicts;
+    let kept: string[] = [];
+    if (conflicts.length) {
+      const forced = await this.forceConflicts(turnId, conflicts, label);
+      if (forced) {
+        restored.push(...forced.restored);
+        conflicts = forced.conflicts;
+      } else {
+        kept = conflicts.map((c) => c.path);
+      }
+    }
+    let conversationRewound = r.conversationRewound;
+    if (restore === 'both') {
+      conversationRewound = (await client.rewind(sessionId, turnId, 'conversation').catch(checkpointError)).conversationRewound;
+      this.state.expectEcho(turnId, 'conversation');
+    }
+    if (this.state.meta.sessionId === sessionId) {
+      const shown: RestoreScope = restore === 'files' || !conversationRewound ? 'files' : restore;
+      if (restore !== 'conversation' || conversationRewound) this.publish(this.state.rewind(turnId, shown, restored, prompt));
+      if (kept.length) this.publish(this.state.addNotice('warning', `Left as they are (changed since this session wrote them): ${kept.join(', ')}.`));
+      if (!kept.length && !conflicts.length) void vscode.window.setStatusBarMessage(`tandem: undid ${label}`, 4000);
+    }
+    if (conflicts.length && !kept.length) {
+      // What even force cannot put back: content that was never captured (over 5 MiB, unreadable).
+      void vscode.window.showErrorMessage(`tandem could not put back ${conflicts.map((c) => `${c.path} (${c.reason})`).join('; ')}`);
+    }
+    return { restored, conflicts, conversationRewound };
+  }
+
+  /**
+   * Lists a rewind's conflicts (path and reason) and offers Force, which sends the files rewind again with
+   * `force: true`. Resolves its answer, or undefined when the user keeps the files as they are.
+   */
+  private async forceConflicts(turnId: string, conflicts: RewindResult['conflicts'], label: string): Promise<RewindResult | undefined> {
+    const { message, detail } = conflictText(conflicts, label);
+    const a = await vscode.window.showWarningMessage(message, { modal: true, detail }, 'Force');
+    if (a !== 'Force') return undefined;
+    const { client, sessionId } = this.requireSession();
+    const forced = await client.rewind(sessionId, turnId, 'files', true).catch(checkpointError);
+    this.state.expectEcho(turnId, 'files');
+    return forced;
+  }
+
+  /**
+   * A refusal because a turn runs (turnInProgress): shows the server's message and offers to stop the turn.
+   * Resolves true once the turn was stopped (the caller then tries again), false when the user left it running.
+   * Any other error is thrown on.
+   */
+  private async offerStop(err: unknown, what: string): Promise<boolean> {
+    if (errorKind(err) !== 'turnInProgress') throw err;
+    const a = await vscode.window.showWarningMessage(`tandem: ${msg(err)}`, `Stop the Turn and ${what.charAt(0).toUpperCase()}${what.slice(1)}`);
+    if (!a) return false;
+    await this.stop();
+    return true;
+  }
+
+  /**
+   * "Edit & resend": the prompt box gets the turn's prompt (the newest prompt without a turn named); sending it
+   * rewinds files and conversation to before that turn, then prompts with the edited text (editAndResend).
+   */
+  async startEdit(turnId?: string): Promise<void> {
+    const item = turnId ? undefined : this.state.lastPrompt();
+    const t = item?.turnId ? { turnId: item.turnId, prompt: item.draft ?? item.text } : await this.turnOrLast(turnId);
+    this.publish(this.state.setMeta({ editing: { turnId: t.turnId, text: t.prompt ?? '', id: ++this.editSeq } }));
+    this.revealChat(true);
+    this.bridge.send({ type: 'focus' });
+  }
+
+  /** The prompt box left the edit (Cancel in the chat): the next send is an ordinary prompt. */
+  cancelEdit(): void {
+    if (this.state.meta.editing) this.publish(this.state.setMeta({ editing: undefined }));
+  }
+
+  /**
+   * Sends an edited prompt in place of `turnId`'s: `session/rewind {restore: "both"}`, then `prompt` with the new
+   * text. Nothing is sent when the rewind fails or a running turn was left running; conflicts the user chose not
+   * to force do not stop it (the conversation was rewound already).
+   */
+  async editAndResend(turnId: string, text: string, images: { mimeType: string; data: string }[] = []): Promise<void> {
+    const r = await this.rewindTo(turnId, 'both');
+    if (!r) return;
+    if (!r.conversationRewound) throw new Error('tandem did not rewind the conversation, so the edited prompt was not sent.');
+    this.cancelEdit();
+    await this.prompt(text, undefined, images);
+  }
+
+  /**
+   * "Fork from here": a new session whose history is this one's up to (not including) `turnId` (`null`: the
+   * whole history); the chat switches to it (session/load). Without a turn (the palette), a Quick Pick offers the
+   * whole conversation or any turn to fork before.
+   */
+  async forkSession(turnId?: string | null): Promise<void> {
+    const { client, sessionId } = this.requireSession();
+    let target = turnId ?? undefined;
+    let label = target ? this.labelOf(target) : undefined;
+    if (turnId === undefined) {
+      const { checkpoints } = await client.checkpoints(sessionId).catch(checkpointError);
+      const whole = { label: '$(copy) The whole conversation', description: 'every turn', turnId: undefined as string | undefined, prompt: '' };
+      const pick = await vscode.window.showQuickPick(
+        [whole, ...checkpointPickItems(checkpoints).map((c) => ({ ...c, label: `$(history) Before “${c.label}”` }))],
+        { title: 'Fork this session: the new one keeps the conversation up to…', matchOnDescription: true },
+      );
+      if (!pick) return;
+      target = pick.turnId;
+      label = target ? turnLabel(pick.prompt) : undefined;
+    }
+    let forked: { sessionId: string };
+    try {
+      forked = await client.fork(sessionId, target).catch(checkpointError);
+    } catch (err) {
+      if (!(await this.offerStop(err, 'fork'))) return;
+      forked = await client.fork(sessionId, target).catch(checkpointError);
+    }
+    await this.loadSession(forked.sessionId);
+    this.publish(
+      this.state.addNotice('info', `Forked ${label ? `before ${label}` : 'the whole conversation'} into this new session; the session it came from is unchanged (tandem: Sessions lists both). Files were not touched.`),
+    );
+  }
+
+  /** "Checkpoints": the session's turns (session/checkpoints), newest first; then what to do with the picked one. */
+  async pickCheckpoint(): Promise<void> {
+    const { client, sessionId } = this.requireSession();
+    const { checkpoints } = await client.checkpoints(sessionId).catch(checkpointError);
+    if (!checkpoints.length) {
+      void vscode.window.showInformationMessage('tandem: this session has no turn yet.');
+      return;
+    }
+    const turn = await vscode.window.showQuickPick(checkpointPickItems(checkpoints), { title: 'tandem: the turns of this session (newest first)', matchOnDescription: true, matchOnDetail: true });
+    if (!turn) return;
+    const actions: { label: string; action: TurnAction }[] = [
+      { label: '$(diff-multiple) Show Changes', action: 'showChanges' },
+      { label: '$(discard) Undo This Turn (and every later one)…', action: 'undo' },
+      { label: '$(edit) Edit and Resend Its Prompt', action: 'edit' },
+      { label: '$(repo-forked) Fork a Session Before It', action: 'fork' },
+    ];
+    const pick = await vscode.window.showQuickPick(actions, { title: `tandem: ${turnLabel(turn.prompt)}` });
+    if (pick) await this.turnAction(pick.action, turn.turnId);
   }
 
   /** The approval a command acts on: explicit id, the diff editor's URI, or the only/oldest pending one. */
@@ -824,6 +1062,7 @@ export class Controller implements vscode.Disposable {
 
   async dispose(): Promise<void> {
     this.dropPending();
+    this.turnChanges.dispose();
     this.status.dispose();
     this.mcpStatus.dispose();
     this.diffs.dispose();
@@ -845,6 +1084,17 @@ export function currentSelectionContext(): SelectionContext | undefined {
     endLine: ed.selection.end.line + 1 - (ed.selection.end.character === 0 && ed.selection.end.line > ed.selection.start.line ? 1 : 0),
     text: doc.getText(ed.selection),
   };
+}
+
+/**
+ * Errors of the checkpoint methods: the server's message as it is (it names the next step), except from a server
+ * that has no such method (an older tandem), which is told in words.
+ */
+export function checkpointError(err: unknown): never {
+  if (errorKind(err) === 'methodNotFound' || (err as { code?: unknown })?.code === -32601) {
+    throw new Error('This tandem server has no checkpoints (turn diff, undo, fork): update tandem.');
+  }
+  throw err;
 }
 
 /** A failure the user was already shown (with its actions), so a command that hit it adds no second message. */

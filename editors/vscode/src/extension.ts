@@ -50,7 +50,12 @@ async function onWebviewMessage(c: Controller, m: WebviewMessage): Promise<void>
   try {
     switch (m.type) {
       case 'prompt':
+        if (m.editTurnId) return await c.editAndResend(m.editTurnId, m.text, m.images ?? []);
         return await c.prompt(m.text, undefined, m.images ?? []);
+      case 'turnAction':
+        return await c.turnAction(m.action, m.turnId);
+      case 'cancelEdit':
+        return c.cancelEdit();
       case 'pickMention': {
         const mention = await c.pickMention();
         c.bridge.send({ type: 'mention', mention: mention ?? null });

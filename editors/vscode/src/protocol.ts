@@ -135,7 +135,59 @@ export type SessionEvent = EventBase &
     | { type: 'usage'; model: string; inputTokens: number; outputTokens: number; cachedTokens?: number }
     | { type: 'turnEnded'; reason: TurnEndReason; error?: { message: string; retriable: boolean } }
     | { type: 'mcpStatus'; server: string; status: McpServerStatus; tools?: string[]; error?: string }
+    | { type: 'rewound'; restore: RestoreScope; files: string[] }
   );
+
+// ---- checkpoints, turn diff, rewind, fork (protocol.md "Checkpoints" and the methods after it) ----------------
+
+/** How a turn changed a path, from before the turn to its end. */
+export type FileChange = 'added' | 'modified' | 'deleted';
+
+/** What `session/rewind` puts back. */
+export type RestoreScope = 'files' | 'conversation' | 'both';
+
+/** One path of `turn/diff`. Both texts are null for a folder, for content that is not text (`binary`) or not captured. */
+export interface TurnFileDiff {
+  path: string;
+  change: FileChange;
+  oldText: string | null;
+  newText: string | null;
+  unified: string;
+  binary?: boolean;
+  /** Why the content before the turn was not captured; a rewind cannot put this path back. */
+  notCaptured?: string;
+}
+
+export interface TurnDiffResult {
+  files: TurnFileDiff[];
+}
+
+/** One turn of the conversation as a rewind point (`session/checkpoints`, oldest first). */
+export interface Checkpoint {
+  turnId: string;
+  /** The text of the turn's prompt. */
+  prompt: string;
+  /** Milliseconds since the Unix epoch. */
+  createdAt: number;
+  files: { path: string; change: FileChange }[];
+  /** True once a `files` rewind put this turn's changes back. */
+  filesRestored?: boolean;
+}
+
+export interface CheckpointsResult {
+  checkpoints: Checkpoint[];
+}
+
+export interface RewindConflict {
+  path: string;
+  reason: string;
+}
+
+export interface RewindResult {
+  restored: string[];
+  conflicts: RewindConflict[];
+  conversationRewound: boolean;
+}
 
 /** The answer of `mcp/status`. */
 export interface McpStatusResult {

@@ -41,6 +41,11 @@ export class ViewBridge {
   /** Sends what changed; before `ready` it sends nothing because the coming snapshot will include it. */
   publish(change: Change): void {
     if (!this.ready || !this.post) return;
+    // Items were removed (a rewind): every index after them moved, so the whole list goes again.
+    if (change.reset) {
+      this.postSnapshot();
+      return;
+    }
     const indices = [...new Set(change.items)].sort((a, b) => a - b);
     const whole: number[] = [];
     for (const index of indices) {

@@ -107,9 +107,13 @@ export const fake = {
   commands: new Map<string, (...a: unknown[]) => unknown>(),
   executed: [] as { id: string; args: unknown[] }[],
   contexts: new Map<string, unknown>(),
-  messages: [] as { level: 'info' | 'warning' | 'error'; text: string; actions: string[] }[],
+  messages: [] as { level: 'info' | 'warning' | 'error'; text: string; actions: string[]; modal?: boolean; detail?: string }[],
+  /** Commands this host does not have (executeCommand rejects as VS Code does), e.g. `vscode.changes` of an old VS Code. */
+  missingCommands: new Set<string>(),
   inputBoxAnswers: [] as (string | undefined)[],
   quickPickAnswers: [] as ((items: any[]) => any)[],
+  /** Every Quick Pick shown: its items and options (title, …). */
+  quickPicks: [] as { items: any[]; options: any }[],
   fileSystems: new Map<string, any>(),
   contentProviders: new Map<string, any>(),
   textDocuments: [] as FakeDocument[],
@@ -119,7 +123,9 @@ export const fake = {
   /** Status bar items other than the main one (`tandem.status`), by id, with whether they are shown. */
   statusBars: new Map<string, { text: string; tooltip: string; command: unknown; backgroundColor: unknown; name: string; visible: boolean; show(): void; hide(): void; dispose(): void }>(),
   /** Answers a message's action buttons (a notification clicked); undefined: dismissed. */
-  onMessage: undefined as ((m: { level: 'info' | 'warning' | 'error'; text: string; actions: string[] }) => string | undefined) | undefined,
+  onMessage: undefined as
+    | ((m: { level: 'info' | 'warning' | 'error'; text: string; actions: string[]; modal?: boolean; detail?: string }) => string | undefined | Promise<string | undefined>)
+    | undefined,
   output: [] as string[],
   workspaceFolder: undefined as string | undefined,
   configListeners: [] as ((e: { affectsConfiguration(section: string): boolean }) => void)[],
@@ -138,6 +144,7 @@ export const fake = {
     this.messages.length = 0;
     this.inputBoxAnswers.length = 0;
     this.quickPickAnswers.length = 0;
+    this.quickPicks.length = 0;
     this.fileSystems.clear();
     this.contentProviders.clear();
     this.textDocuments.length = 0;
@@ -146,6 +153,7 @@ export const fake = {
     this.output.length = 0;
     this.configListeners.length = 0;
     this.statusBars.clear();
+    this.missingCommands.clear();
     this.onMessage = undefined;
   },
 };
@@ -204,8 +212,11 @@ export const workspace = {
   },
 };
 
-const message = (level: 'info' | 'warning' | 'error') => async (text: string, ...actions: string[]) => {
-  const m = { level, text, actions };
+// Like VS Code, an options object ({modal, detail}) may come before the action labels.
+const message = (level: 'info' | 'warning' | 'error') => async (text: string, ...rest: unknown[]) => {
+  const options = rest.length && typeof rest[0] === 'object' && rest[0] !== null ? (rest.shift() as { modal?: boolean; detail?: string }) : {};
+  const actions = rest as string[];
+  const m = { level, text, actions, ...(options.modal ? { modal: true } : {}), ...(options.detail !== undefined ? { detail: options.detail } : {}) };
   fake.messages.push(m);
   return fake.onMessage?.(m);
 };
@@ -226,9 +237,11 @@ export const window = {
   async showInputBox() {
     return fake.inputBoxAnswers.shift();
   },
-  async showQuickPick(items: any[]) {
+  async showQuickPick(items: any[], options?: any) {
+    const resolved = await items;
+    fake.quickPicks.push({ items: resolved, options });
     const f = fake.quickPickAnswers.shift();
-    return f ? f(await items) : undefined;
+    return f ? f(resolved) : undefined;
   },
   createQuickPick() {
     const hide = new EventEmitter<void>();
@@ -258,6 +271,7 @@ export const commands = {
     return new Disposable(() => fake.commands.delete(id));
   },
   async executeCommand(id: string, ...args: unknown[]) {
+    if (fake.missingCommands.has(id)) throw new Error(`command '${id}' not found`);
     fake.executed.push({ id, args });
     if (id === 'setContext') {
       fake.contexts.set(args[0] as string, args[1]);

@@ -2,12 +2,14 @@
 // updates, and turns clicks and keys into messages for the extension. It keeps no conversation state of
 // its own beyond the draft, so a reloaded view is rebuilt from the extension after the `ready` handshake.
 import MarkdownIt from 'markdown-it';
-import type { ChatItem, ChatMeta, Snapshot } from '../chatState';
+import { isTurnStart, type ChatItem, type ChatMeta, type Snapshot } from '../chatState';
+import type { WebviewMessage } from '../chatView';
+import type { TurnAction } from '../checkpoints';
 import type { Decision } from '../protocol';
 import { contextGauge, diffStat, isTooLargeToEdit } from '../promptContext';
 import { mcpApprovalText, mcpSummary } from '../mcp';
 
-declare function acquireVsCodeApi(): { postMessage(m: unknown): void; getState(): unknown; setState(s: unknown): void };
+declare function acquireVsCodeApi(): { postMessage(m: WebviewMessage): void; getState(): unknown; setState(s: unknown): void };
 const vscode = acquireVsCodeApi();
 // html:false: model output is untrusted; raw HTML in it must show as text, never run.
 const md = new MarkdownIt({ html: false, linkify: true, breaks: false });
@@ -16,6 +18,8 @@ md.linkify.set({ fuzzyLink: false, fuzzyEmail: false });
 
 let items: ChatItem[] = [];
 let meta: ChatMeta | undefined;
+/** The Edit & resend whose prompt the box was given (ChatMeta.editing.id), so a snapshot does not give it again. */
+let editId: number | undefined;
 
 const $ = <T extends HTMLElement>(sel: string) => document.querySelector(sel) as T;
 const log = $('#log');
@@ -49,10 +53,46 @@ const STATUS_LABEL: Record<string, string> = {
   interrupted: 'interrupted',
 };
 
-function renderItem(item: ChatItem): HTMLElement {
+/** An item as shown: its own element, with the turn's actions when it is the first item of its turn. */
+function renderItem(item: ChatItem, index: number): HTMLElement {
+  const node = renderContent(item);
+  if (meta?.sessionId && meta.sessionStore && isTurnStart(items, index)) node.append(turnActions(item));
+  return node;
+}
+
+/**
+ * The actions of a turn, under its first item: Show changes (turn/diff), Undo (session/rewind), Edit & resend (on
+ * a prompt only) and Fork from here (session/fork). The extension asks what to restore and handles conflicts.
+ */
+function turnActions(item: ChatItem): HTMLElement {
+  const turnId = item.turnId!;
+  const act = (action: TurnAction) => () => vscode.postMessage({ type: 'turnAction', action, turnId });
+  const row = el('div', { class: 'turn-actions', 'data-testid': 'turn-actions', 'data-turn': turnId });
+  row.append(
+    button('Show changes', 'turn-show-changes', act('showChanges'), 'link'),
+    button('Undo', 'turn-undo', act('undo'), 'link'),
+  );
+  if (item.type === 'user' && !item.steer) row.append(button('Edit & resend', 'turn-edit', act('edit'), 'link'));
+  row.append(button('Fork from here', 'turn-fork', act('fork'), 'link'));
+  row.querySelectorAll('button').forEach((b) => (b.title = TURN_ACTION_TITLES[b.dataset.testid!] ?? ''));
+  return row;
+}
+
+const TURN_ACTION_TITLES: Record<string, string> = {
+  'turn-show-changes': 'Every file this turn changed, in a multi-file diff',
+  'turn-undo': 'Undo this turn and every later one: put back the files, drop them from the conversation, or both',
+  'turn-edit': 'Put this prompt in the box: sending it undoes this turn (files and conversation) and sends the edited text',
+  'turn-fork': 'A new session with the conversation before this turn (files are not touched)',
+};
+
+function renderContent(item: ChatItem): HTMLElement {
   switch (item.type) {
     case 'user':
-      return el('div', { class: 'msg user' + (item.steer ? ' steer' : ''), 'data-testid': 'user-message' }, item.steer ? `Steer: ${item.text}` : item.text);
+      return el(
+        'div',
+        { class: 'msg user' + (item.steer ? ' steer' : ''), 'data-testid': 'user-message' },
+        el('span', { class: 'user-text' }, item.steer ? `Steer: ${item.text}` : item.text),
+      );
     case 'assistant': {
       const div = el('div', { class: 'msg assistant' + (item.streaming ? ' streaming' : ''), 'data-testid': 'assistant-message' });
       const det = el('details', { class: 'reasoning', 'data-testid': 'reasoning' }, el('summary', {}, 'Reasoning'));
@@ -325,9 +365,18 @@ function renderMeta(): void {
   const banner = $('#banner');
   banner.textContent = meta.serverMessage ?? '';
   banner.hidden = !meta.serverMessage;
-  sendBtn.textContent = running ? 'Steer' : 'Send';
-  sendBtn.dataset.testid = running ? 'steer' : 'send';
-  input.placeholder = running ? 'Steer the running turn (Enter)…' : 'Ask tandem (Enter to send, Shift+Enter for a new line)…';
+  const editing = meta.editing;
+  sendBtn.textContent = editing ? 'Resend' : running ? 'Steer' : 'Send';
+  sendBtn.dataset.testid = running && !editing ? 'steer' : 'send';
+  input.placeholder = editing ? 'The edited prompt (Enter undoes the turn and sends it)…' : running ? 'Steer the running turn (Enter)…' : 'Ask tandem (Enter to send, Shift+Enter for a new line)…';
+  // Edit & resend: the box gets the turn's prompt once per edit (a snapshot of the same edit keeps what was typed).
+  $('#editing').hidden = !editing;
+  if (editing && editing.id !== editId) {
+    editId = editing.id;
+    input.value = editing.text;
+    vscode.setState({ draft: input.value, editId });
+    input.focus();
+  }
   stopBtn.disabled = !running;
   // "Resume last session" while the chat is an empty draft (the server lists the folder's newest session).
   const last = meta.lastSession;
@@ -372,14 +421,14 @@ function atBottom(): boolean {
 }
 
 function renderAll(): void {
-  log.replaceChildren(...items.map(renderItem));
+  log.replaceChildren(...items.map((item, i) => renderItem(item, i)));
   log.scrollTop = log.scrollHeight;
 }
 
 function update(index: number, item: ChatItem): void {
   const stick = atBottom();
   items[index] = item;
-  const node = renderItem(item);
+  const node = renderItem(item, index);
   const old = log.children[index];
   // Keep a half-typed deny reason or answer when its card re-renders.
   const typed = old?.querySelector('input') as HTMLInputElement | null;
@@ -389,6 +438,9 @@ function update(index: number, item: ChatItem): void {
   }
   if (old) old.replaceWith(node);
   else log.append(node);
+  // A prompt that learned its turn after the next item arrived: that item no longer starts the turn.
+  const next = log.children[index + 1];
+  if (next && !!next.querySelector(':scope > .turn-actions') !== isTurnStart(items, index + 1)) next.replaceWith(renderItem(items[index + 1], index + 1));
   if (stick) log.scrollTop = log.scrollHeight;
 }
 
@@ -438,7 +490,7 @@ window.addEventListener('message', (ev: MessageEvent) => {
     if (m.mention && mentionAt !== undefined) {
       input.value = `${input.value.slice(0, mentionAt)}${m.mention} ${input.value.slice(mentionAt)}`;
       input.selectionStart = input.selectionEnd = mentionAt + m.mention.length + 1;
-      vscode.setState({ draft: input.value });
+      vscode.setState({ draft: input.value, editId });
     }
     mentionAt = undefined;
     input.focus();
@@ -476,14 +528,18 @@ function addImageFile(file: File): void {
 function submit(): void {
   const text = input.value.trim();
   if (!text) return;
-  const steering = !!meta && meta.turn !== 'idle';
-  vscode.postMessage(steering ? { type: 'steer', text } : { type: 'prompt', text, images: images.map(({ mimeType, data }) => ({ mimeType, data })) });
+  // An edit is sent as one even while a turn runs: the extension then offers to stop the turn first.
+  const editTurnId = meta?.editing?.turnId;
+  const steering = !!meta && meta.turn !== 'idle' && !editTurnId;
+  vscode.postMessage(
+    steering ? { type: 'steer', text } : { type: 'prompt', text, images: images.map(({ mimeType, data }) => ({ mimeType, data })), ...(editTurnId ? { editTurnId } : {}) },
+  );
   input.value = '';
   if (!steering) {
     images = [];
     renderAttachments();
   }
-  vscode.setState({ draft: '' });
+  vscode.setState({ draft: '', editId });
 }
 
 /** Where the `@` that opened the file picker was typed, so the pick lands right after it. */
@@ -520,7 +576,12 @@ input.addEventListener('keydown', (ev) => {
     vscode.postMessage({ type: 'stop' });
   }
 });
-input.addEventListener('input', () => vscode.setState({ draft: input.value }));
+input.addEventListener('input', () => vscode.setState({ draft: input.value, editId }));
+$('#cancel-edit').addEventListener('click', () => {
+  input.value = '';
+  vscode.setState({ draft: '', editId });
+  vscode.postMessage({ type: 'cancelEdit' });
+});
 sendBtn.addEventListener('click', submit);
 stopBtn.addEventListener('click', () => vscode.postMessage({ type: 'stop' }));
 $('#model').addEventListener('click', () => vscode.postMessage({ type: 'command', command: 'tandem.switchModel' }));
@@ -528,7 +589,8 @@ $('#mode').addEventListener('click', () => vscode.postMessage({ type: 'command',
 $('#resume-last').addEventListener('click', () => vscode.postMessage({ type: 'command', command: 'tandem.resumeLast' }));
 $('#new').addEventListener('click', () => vscode.postMessage({ type: 'command', command: 'tandem.newSession' }));
 
-const saved = vscode.getState() as { draft?: string } | undefined;
+const saved = vscode.getState() as { draft?: string; editId?: number } | undefined;
 if (saved?.draft) input.value = saved.draft;
+editId = saved?.editId;
 // The handshake: the extension holds every event until this arrives, then sends a full snapshot.
 vscode.postMessage({ type: 'ready' });

@@ -21,6 +21,8 @@ const TANDEM_BIN = process.env.TANDEM_BIN || path.join(REPO_ROOT, 'target', 'deb
 const VSIX = path.join(EXT_DIR, 'tandem-vscode.vsix');
 const ARTIFACTS = path.join(EXT_DIR, 'e2e-artifacts');
 const STEP_TIMEOUT = 30_000;
+/** What undo-me.txt holds before the agent rewrites it (see the checkpoint checks). */
+const UNDO_ORIGINAL = Buffer.from('line one\r\nläuft ✓\r\nno newline at the end', 'utf8');
 
 const results: { name: string; ok: boolean; error?: string }[] = [];
 let shot = 0;
@@ -228,6 +230,8 @@ async function main(): Promise<number> {
   fs.writeFileSync(path.join(ws, 'typing.txt'), 'typed here:\n');
   // The per-hunk revert check changes two separate lines of this file.
   fs.writeFileSync(path.join(ws, 'hunks.txt'), 'one\ntwo\nthree\nfour\nfive\nsix\nseven\n');
+  // The checkpoint check's file: CRLF, non-ASCII and no final newline, so an undo must give back these exact bytes.
+  fs.writeFileSync(path.join(ws, 'undo-me.txt'), UNDO_ORIGINAL);
   const cfg = path.join(root, 'tandem.toml');
   // A real stdio MCP server (the Python SDK's, tests/mcp/setup) for the MCP checks; idle until the model calls it.
   fs.writeFileSync(cfg, `${llm.config()}\n[mcp_servers.t]\ncommand = ${JSON.stringify(mcpPython())}\nargs = [${JSON.stringify(MCP_STDIO_SERVER)}]\n`);
@@ -809,6 +813,74 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
     const trusts = tapRecords(server.log).filter((r) => r.method === 'mcp/trust');
     if (trusts.length !== 1 || trusts[0].params?.server !== 'w') throw new Error(`mcp/trust requests: ${JSON.stringify(trusts)}`);
     await screenshot(page, 'mcp-trusted');
+  });
+
+  // ---- checkpoints: Show changes, Undo (files and conversation), Edit & resend --------------------------------
+  await llm.enqueue(
+    { steps: [say('Rewriting undo-me.txt.'), call('call_e2e_undo', 'write_file', { path: 'undo-me.txt', content: 'rewritten by the agent\n' })] },
+    { steps: [say('Rewritten.')] },
+  );
+  await check('a turn wrote a file: Show changes opens it in the multi-file diff; Undo with files and conversation puts the file back byte for byte and the chat drops the turn', async () => {
+    await c.locator('[data-testid=new-session]').click();
+    await c.locator('[data-testid=user-message]').first().waitFor({ state: 'detached' });
+    await c.locator('[data-testid=prompt]').fill('Rewrite undo-me.txt');
+    await c.locator('[data-testid=prompt]').press('Enter');
+    const card = c.locator('[data-testid=tool-card][data-status=awaitingApproval]');
+    await card.waitFor();
+    await card.locator('[data-testid=approve-once]').click();
+    const file = path.join(ws, 'undo-me.txt');
+    await waitFor(() => fs.readFileSync(file, 'utf8') === 'rewritten by the agent\n', STEP_TIMEOUT, 'the agent to write undo-me.txt');
+    await c.locator('[data-testid=assistant-message]', { hasText: 'Rewritten.' }).waitFor();
+    await c.locator('[data-testid=turn-state][data-state=idle]').waitFor();
+    await runPalette(page, 'View: Close All Editors');
+    const prompt = c.locator('[data-testid=user-message]', { hasText: 'Rewrite undo-me.txt' });
+    await prompt.locator('[data-testid=turn-show-changes]').click();
+    await page.locator('.tab', { hasText: 'changes of “Rewrite undo-me.txt”' }).first().waitFor();
+    await page.locator('.view-lines', { hasText: 'rewritten by the agent' }).first().waitFor();
+    await page.locator('.view-lines', { hasText: 'no newline at the end' }).first().waitFor();
+    await screenshot(page, 'turn-changes');
+    await runPalette(page, 'View: Close All Editors');
+    await prompt.locator('[data-testid=turn-undo]').click();
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Files and conversation' }).first().click();
+    await waitFor(() => fs.readFileSync(file).equals(UNDO_ORIGINAL), STEP_TIMEOUT, 'undo-me.txt back byte for byte');
+    await c.locator('[data-testid=notice]', { hasText: 'Rewound to before “Rewrite undo-me.txt”' }).waitFor();
+    await prompt.waitFor({ state: 'detached' });
+    const left = { assistant: await c.locator('[data-testid=assistant-message]').count(), tools: await c.locator('[data-testid=tool-card]').count() };
+    if (left.assistant || left.tools) throw new Error(`the undone turn is still in the chat: ${JSON.stringify(left)}`);
+    // Files and conversation go as a files rewind, then a conversation rewind (controller.ts, rewindTo); no force.
+    const rewinds = tapRecords(server.log).filter((r) => r.method === 'session/rewind').map((r) => r.params);
+    if (JSON.stringify(rewinds.map((p) => [p.restore, p.force])) !== JSON.stringify([['files', undefined], ['conversation', undefined]])) throw new Error(`session/rewind requests: ${JSON.stringify(rewinds)}`);
+    await screenshot(page, 'turn-undone');
+  });
+
+  await llm.enqueue({ steps: [say('Apples are red.')] }, { steps: [say('Pears are green.')] });
+  await check('Edit & resend puts the prompt into the box; sent edited, the model gets the new text and not the old prompt', async () => {
+    const box = c.locator('[data-testid=prompt]');
+    await box.fill('Tell me about apples');
+    await box.press('Enter');
+    await c.locator('[data-testid=assistant-message]', { hasText: 'Apples are red.' }).waitFor();
+    await c.locator('[data-testid=turn-state][data-state=idle]').waitFor();
+    await c.locator('[data-testid=user-message]', { hasText: 'Tell me about apples' }).locator('[data-testid=turn-edit]').click();
+    await c.locator('[data-testid=editing]').waitFor();
+    const deadline = Date.now() + STEP_TIMEOUT;
+    while ((await box.inputValue()) !== 'Tell me about apples') {
+      if (Date.now() > deadline) throw new Error(`the prompt box holds ${JSON.stringify(await box.inputValue())}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await screenshot(page, 'edit-and-resend');
+    const before = llm.requests.length;
+    await box.fill('Tell me about pears');
+    await box.press('Enter');
+    await c.locator('[data-testid=assistant-message]', { hasText: 'Pears are green.' }).waitFor();
+    await c.locator('[data-testid=editing]').waitFor({ state: 'hidden' });
+    const users = (llm.requests[before].body.messages as { role: string; content: unknown }[]).filter((m) => m.role === 'user').map((m) => JSON.stringify(m.content));
+    if (!users.at(-1)?.includes('Tell me about pears') || users.some((u) => u.includes('apples'))) throw new Error(`the model got the user messages ${JSON.stringify(users)}`);
+    if ((await c.locator('[data-testid=user-message]', { hasText: 'apples' }).count()) !== 0) throw new Error('the edited prompt is still in the chat');
+    await c.locator('[data-testid=user-message]', { hasText: 'Tell me about pears' }).waitFor();
+    const methods = tapRecords(server.log).map((r) => r.method);
+    const rewinds = tapRecords(server.log).filter((r) => r.method === 'session/rewind').map((r) => r.params.restore);
+    if (rewinds.join() !== 'files,conversation,files,conversation' || methods.lastIndexOf('session/rewind') > methods.lastIndexOf('prompt')) throw new Error(`requests: ${methods.join(', ')}`);
+    await screenshot(page, 'edit-resent');
   });
 
   // ---- Configure Model: the config for a provider kind, the key in SecretStorage and the server's environment --

@@ -614,6 +614,145 @@ describe('the extension in a fake VS Code host', () => {
     assert.equal(viewMeta(view).lastEnd.reason, 'completed');
   });
 
+  test('turn actions against the real server: Show changes, Undo with files and conversation puts the file back byte for byte and drops the turn, Edit & resend sends only the edited text', async () => {
+    const { view, ws } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    // CRLF, non-ASCII and no final newline: what comes back must be these bytes, not a normalized text.
+    const original = Buffer.from('line one\r\nläuft ✓\r\nno newline at the end', 'utf8');
+    const file = path.join(ws, 'undo-me.txt');
+    fs.writeFileSync(file, original);
+    await llm.enqueue({ steps: [say('Rewriting.'), call('call_undo', 'write_file', { path: 'undo-me.txt', content: 'rewritten by the agent\n' })] }, { steps: [say('Rewritten.')] });
+    view.send({ type: 'prompt', text: 'rewrite undo-me.txt' });
+    await waitFor(() => viewItems(view).some((i) => i.type === 'tool' && i.approval && !i.approval.resolved), 10_000, 'the approval');
+    const card = viewItems(view).find((i) => i.type === 'tool');
+    view.send({ type: 'approve', requestId: card.approval.requestId, decision: 'once' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'Rewritten.'), 10_000, 'the turn');
+    assert.equal(fs.readFileSync(file, 'utf8'), 'rewritten by the agent\n');
+    const prompt = viewItems(view).find((i) => i.type === 'user' && i.text === 'rewrite undo-me.txt');
+    assert.match(prompt.turnId ?? '', /\S/, 'the prompt knows its turn');
+    const sessionId = viewMeta(view).sessionId;
+
+    view.send({ type: 'turnAction', action: 'showChanges', turnId: prompt.turnId });
+    await waitFor(() => fake.executed.some((e) => e.id === 'vscode.changes'), 10_000, 'the multi-file diff');
+    assert.deepEqual(sentOf('turn/diff').map((r) => r.params), [{ sessionId, turnId: prompt.turnId }]);
+    const [, list] = fake.executed.find((e) => e.id === 'vscode.changes')!.args as [string, [Uri, Uri, Uri][]];
+    const provider = fake.contentProviders.get('tandem-turn');
+    assert.deepEqual(
+      list.map(([r, b, a]) => [r.fsPath, provider.provideTextDocumentContent(b), provider.provideTextDocumentContent(a)]),
+      [[file, original.toString('utf8'), 'rewritten by the agent\n']],
+    );
+
+    fake.quickPickAnswers.push((items) => items.find((i: any) => i.restore === 'both'));
+    view.send({ type: 'turnAction', action: 'undo', turnId: prompt.turnId });
+    await waitFor(() => fs.readFileSync(file).equals(original), 10_000, 'undo-me.txt back as it was');
+    await waitFor(() => viewItems(view).some((i) => i.type === 'notice' && i.kind === 'rewound'), 10_000, 'the rewound notice');
+    assert.deepEqual(sentOf('session/rewind').map((r) => r.params), [
+      { sessionId, turnId: prompt.turnId, restore: 'files' },
+      { sessionId, turnId: prompt.turnId, restore: 'conversation' },
+    ]);
+    assert.deepEqual(viewItems(view).map((i) => i.type), ['notice'], 'the turn left the chat');
+    assert.match(viewItems(view)[0].text, /Rewound to before “rewrite undo-me\.txt”: .*1 file put back \(undo-me\.txt\)/);
+    assert.deepEqual(fake.messages.filter((m) => m.level !== 'info'), [], 'no conflict, no error');
+
+    // Edit & resend: the model's next request has the edited text, and the old prompt is gone from its history.
+    await llm.enqueue({ steps: [say('Apples are red.')] }, { steps: [say('Pears are green.')] });
+    view.send({ type: 'prompt', text: 'tell me about apples' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'Apples are red.'), 10_000, 'the apples turn');
+    const apples = viewItems(view).find((i) => i.type === 'user' && i.text === 'tell me about apples');
+    view.send({ type: 'turnAction', action: 'edit', turnId: apples.turnId });
+    await waitFor(() => viewMeta(view).editing?.text === 'tell me about apples', 5000, 'the prompt in the box');
+    const n = llm.requests.length;
+    view.send({ type: 'prompt', text: 'tell me about pears', editTurnId: apples.turnId });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'Pears are green.'), 10_000, 'the resent turn');
+    assert.equal(llm.requests.length, n + 1);
+    const users = (llm.requests[n].body.messages as { role: string; content: unknown }[]).filter((m) => m.role === 'user').map((m) => JSON.stringify(m.content));
+    assert.ok(users.at(-1)!.includes('tell me about pears'), `the request ends with the edited prompt: ${users}`);
+    assert.ok(!users.some((u) => u.includes('apples')), `the old prompt is not in the request: ${users}`);
+    assert.deepEqual(sentOf('session/rewind').slice(-2).map((r) => r.params), [
+      { sessionId, turnId: apples.turnId, restore: 'files' },
+      { sessionId, turnId: apples.turnId, restore: 'conversation' },
+    ]);
+    const methods = sent.map((r) => r.method);
+    assert.ok(methods.lastIndexOf('session/rewind') < methods.lastIndexOf('prompt'), 'rewind, then prompt');
+    assert.equal(viewMeta(view).editing, undefined);
+    assert.deepEqual(
+      viewItems(view).map((i) => (i.type === 'notice' ? i.kind : i.text)),
+      ['rewound', 'rewound', 'tell me about pears', 'Pears are green.'],
+    );
+
+    // Resumed from the store, the history shows the server's rewound notices where the turns were.
+    await ext.deactivate();
+    const again = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile }, { ws });
+    again.view.send({ type: 'ready' });
+    await waitFor(() => idle(again.view), 10_000, 'ready again');
+    fake.quickPickAnswers.push((items) => items.find((i: any) => i.sessionId === sessionId));
+    await fake.commands.get('tandem.sessions')!();
+    const resumed = viewItems(again.view);
+    assert.deepEqual(resumed.filter((i) => i.type !== 'notice').map((i) => i.text), ['tell me about pears', 'Pears are green.']);
+    assert.equal(resumed.filter((i) => i.type === 'notice' && i.kind === 'rewound').length, 2, JSON.stringify(resumed));
+    assert.ok(resumed.filter((i) => i.type === 'notice').every((i) => !i.turnId), 'a rewound notice offers no turn actions');
+  });
+
+  test('undo against the real server: a file changed since the turn is a conflict, listed with its reason; Force puts it back and the conversation is rewound too', async () => {
+    const { view, ws } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile, 'tandem.defaultMode': 'autoEdit' });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    const file = path.join(ws, 'conflict.txt');
+    fs.writeFileSync(file, 'before the turn\n');
+    await llm.enqueue({ steps: [call('call_conflict', 'write_file', { path: 'conflict.txt', content: 'by the agent\n' })] }, { steps: [say('Written.')] });
+    view.send({ type: 'prompt', text: 'write conflict.txt' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'Written.'), 10_000, 'the turn');
+    // The user changes the file after the turn: the rewind must not overwrite that without asking.
+    fs.writeFileSync(file, 'changed by the user\n');
+    const turnId = viewItems(view).find((i) => i.type === 'user').turnId;
+    const sessionId = viewMeta(view).sessionId;
+    fake.onMessage = (m) => (m.modal ? 'Force' : undefined);
+    fake.quickPickAnswers.push((items) => items.find((i: any) => i.restore === 'both'));
+    view.send({ type: 'turnAction', action: 'undo', turnId });
+    await waitFor(() => viewItems(view).some((i) => i.type === 'notice' && i.kind === 'rewound'), 10_000, 'the rewind');
+    const dialog = fake.messages.find((m) => m.modal);
+    assert.ok(dialog, 'the conflict is shown');
+    assert.match(dialog.text, /left 1 file as it is/);
+    assert.match(dialog.detail ?? '', /^conflict\.txt: \S/);
+    assert.equal(fs.readFileSync(file, 'utf8'), 'before the turn\n', 'Force put it back');
+    assert.deepEqual(sentOf('session/rewind').map((r) => r.params), [
+      { sessionId, turnId, restore: 'files' },
+      { sessionId, turnId, restore: 'files', force: true },
+      { sessionId, turnId, restore: 'conversation' },
+    ]);
+    assert.deepEqual(viewItems(view).map((i) => i.kind), ['rewound']);
+    assert.match(viewItems(view)[0].text, /1 file put back \(conflict\.txt\)/);
+    assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), []);
+    const { checkpoints } = await [...clients][0].checkpoints(sessionId);
+    assert.deepEqual(checkpoints, [], 'the turn left the conversation');
+  });
+
+  test('fork against the real server: Fork from here opens a new session with the turns before, and the next prompt goes there', async () => {
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    await llm.enqueue({ steps: [say('one done')] }, { steps: [say('two done')] }, { steps: [say('forked answer')] });
+    view.send({ type: 'prompt', text: 'turn one' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.text === 'one done'), 10_000, 'turn one');
+    view.send({ type: 'prompt', text: 'turn two' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.text === 'two done'), 10_000, 'turn two');
+    const source = viewMeta(view).sessionId;
+    const two = viewItems(view).find((i) => i.text === 'turn two');
+    view.send({ type: 'turnAction', action: 'fork', turnId: two.turnId });
+    await waitFor(() => !!viewMeta(view).sessionId && viewMeta(view).sessionId !== source, 10_000, 'the forked session');
+    const forked = viewMeta(view).sessionId;
+    assert.deepEqual(sentOf('session/fork').map((r) => r.params), [{ sessionId: source, turnId: two.turnId }]);
+    assert.deepEqual(sentOf('session/load').at(-1)!.params, { sessionId: forked });
+    assert.deepEqual(viewItems(view).filter((i) => i.type !== 'notice').map((i) => i.text), ['turn one', 'one done']);
+    const n = llm.requests.length;
+    view.send({ type: 'prompt', text: 'after the fork' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.text === 'forked answer'), 10_000, 'the forked turn');
+    assert.equal(sentOf('prompt').at(-1)!.params.sessionId, forked);
+    const users = (llm.requests[n].body.messages as { role: string; content: unknown }[]).filter((m) => m.role === 'user').map((m) => JSON.stringify(m.content));
+    assert.ok(users[0].includes('turn one') && users.at(-1)!.includes('after the fork') && !users.some((u) => u.includes('turn two')), JSON.stringify(users));
+  });
+
   test('an edit applied without asking keeps its diff on the card, and Open diff shows it read-only', async () => {
     const { view, ws } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile, 'tandem.defaultMode': 'autoEdit' });
     view.send({ type: 'ready' });

@@ -1,7 +1,7 @@
 // Unit tests of the ChatState reducer: how session events become chat items, turn state and usage.
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { ChatState } from '../../src/chatState';
+import { ChatState, isTurnStart, rewoundText, shortPrompt } from '../../src/chatState';
 import type { SessionEvent } from '../../src/protocol';
 
 function feeder(state: ChatState, sessionId = 's1') {
@@ -204,4 +204,122 @@ test('history keeps the diff an applied edit wrote, and a stored result means co
   const t = s.toolByCallId('w1');
   assert.equal(t?.status, 'completed');
   assert.equal(t?.diff?.[0].newText, 'a\n');
+});
+
+// ---- turns: which item belongs to which turn, and what a rewind does to the chat ---------------------------
+
+/** Feeds events of one session with explicit turn ids (the feeder above always says t1). */
+function turnFeeder(state: ChatState) {
+  let seq = 0;
+  return (turnId: string | undefined, e: Record<string, unknown>) => state.apply({ sessionId: 's1', seq: ++seq, ...(turnId ? { turnId } : {}), ...e } as SessionEvent);
+}
+
+test('every item knows its turn: a prompt from its response or from turnStarted, a steer from the running turn, event items from their event', () => {
+  const { s } = fresh();
+  const feed = turnFeeder(s);
+  const p1 = s.addUser('first (with @a.txt)', false, 'first');
+  assert.equal(s.items[p1.items[0]].turnId, undefined, 'not admitted yet');
+  assert.deepEqual(s.setTurnOf(s.items[0].id, 't1').items, [0]);
+  feed('t1', { type: 'turnStarted', model: 'm' });
+  feed('t1', { type: 'assistantDelta', text: 'a' });
+  s.addUser('steer it', true);
+  feed('t1', { type: 'toolCall', toolCallId: 'c1', name: 'shell', kind: 'execute', title: 'Run', arguments: {} });
+  feed('t1', { type: 'turnEnded', reason: 'completed' });
+  s.addNotice('mode', 'Permission mode: ask');
+  // The next prompt's response comes late: turnStarted names its turn first.
+  s.addUser('second');
+  const started = feed('t2', { type: 'turnStarted', model: 'm' });
+  assert.deepEqual(started.items, [5], 'the prompt is re-rendered with its turn');
+  feed('t2', { type: 'assistantMessage', text: 'b' });
+  feed(undefined, { type: 'notice', kind: 'network', text: 'Network access allowed' });
+  // A retry's turn has no prompt of its own: it does not take the older prompt's.
+  feed('t3', { type: 'turnStarted', model: 'm' });
+  feed('t3', { type: 'assistantMessage', text: 'c' });
+  assert.deepEqual(
+    s.items.map((i) => [i.type, i.turnId]),
+    [['user', 't1'], ['assistant', 't1'], ['user', 't1'], ['tool', 't1'], ['notice', undefined], ['user', 't2'], ['assistant', 't2'], ['notice', undefined], ['assistant', 't3']],
+  );
+  assert.deepEqual(s.items.map((_, i) => isTurnStart(s.items, i)), [true, false, false, false, false, true, false, false, true], 'the actions go on the first item of each turn');
+  assert.equal(s.promptOf('t1')?.draft, 'first', 'the text as typed, for Edit & resend');
+  assert.equal(s.promptOf('t3'), undefined);
+  assert.equal(s.lastPrompt()?.text, 'second');
+  assert.equal(s.lastTurnId(), 't3');
+});
+
+test('history items carry their turn; steering shows as a steer; a rewound notice belongs to no turn', () => {
+  const s = new ChatState();
+  s.reset({ sessionId: 's1', model: 'm', mode: 'ask' });
+  s.loadHistory([
+    { role: 'user', source: 'user', text: 'gone', turnId: 't0' },
+    { role: 'notice', kind: 'rewound', text: 'Rewound: “gone”', turnId: 't0' },
+    { role: 'user', source: 'user', text: 'kept', turnId: 't1' },
+    { role: 'user', source: 'steering', text: 'shorter', turnId: 't1' },
+    { role: 'assistant', text: 'ok', toolCalls: [{ toolCallId: 'w1', name: 'write_file', arguments: { path: 'a' }, result: 'Wrote', status: 'completed' }], turnId: 't1' },
+    { role: 'notice', kind: 'model_switch', text: 'Switched', turnId: null },
+  ]);
+  assert.deepEqual(
+    s.items.map((i) => [i.type, i.turnId, i.type === 'user' ? !!i.steer : null]),
+    [['user', 't0', false], ['notice', undefined, null], ['user', 't1', false], ['user', 't1', true], ['assistant', 't1', null], ['tool', 't1', null], ['notice', undefined, null]],
+  );
+  assert.equal(s.lastPrompt()?.text, 'kept');
+  // Items the extension adds itself are not part of a turn.
+  s.addNotice('info', 'resumed');
+  assert.equal(s.items.at(-1)!.turnId, undefined);
+});
+
+test('a conversation rewind cuts the chat at the turn, forgets what it held and ends an edit of it; a files rewind only adds a notice', () => {
+  const { s } = fresh();
+  const feed = turnFeeder(s);
+  s.addUser('one');
+  feed('t1', { type: 'turnStarted', model: 'm' });
+  feed('t1', { type: 'assistantMessage', text: 'answer one' });
+  feed('t1', { type: 'turnEnded', reason: 'error', error: { message: 'boom', retriable: true } });
+  s.addUser('two');
+  feed('t2', { type: 'turnStarted', model: 'm' });
+  feed('t2', { type: 'toolCall', toolCallId: 'c2', name: 'write_file', kind: 'edit', title: 'Write', arguments: {} });
+  feed('t2', { type: 'assistantDelta', text: 'streaming' });
+  s.setMeta({ editing: { turnId: 't2', text: 'two', id: 1 } });
+  assert.deepEqual(s.rewind('t9', 'both', []), { items: [], meta: false }, 'a turn the chat does not show: nothing');
+  const files = s.rewind('t1', 'files', ['a.txt']);
+  assert.equal(files.reset, undefined);
+  assert.deepEqual(files.items, [s.items.length - 1]);
+  assert.equal(s.items.at(-1)!.turnId, undefined, 'the notice is not part of the turn');
+  const n = s.items.length;
+  const ch = s.rewind('t2', 'both', ['a.txt', 'b.txt']);
+  assert.deepEqual([ch.reset, ch.meta], [true, true]);
+  assert.ok(s.items.length < n);
+  assert.deepEqual(s.items.map((i) => ('text' in i ? i.text : i.type)).slice(0, 3), ['one', 'answer one', 'boom']);
+  assert.equal(s.items.at(-1)!.type, 'notice');
+  assert.match((s.items.at(-1) as { text: string }).text, /^Rewound to before “two”: .*2 files put back \(a\.txt, b\.txt\)/);
+  assert.equal(s.toolByCallId('c2'), undefined, 'the dropped tool card is forgotten');
+  assert.equal(s.meta.editing, undefined, 'the edited turn is gone');
+  assert.equal(s.meta.lastEnd, undefined, 'no Retry for a turn that is gone');
+  // Late events of the dropped turn do not resurrect it, and new text starts a new bubble.
+  const before = s.items.length;
+  feed('t2', { type: 'toolCallUpdate', toolCallId: 'c2', status: 'completed', result: 'x' });
+  assert.equal(s.items.length, before);
+  s.addUser('three');
+  feed('t3', { type: 'turnStarted', model: 'm' });
+  feed('t3', { type: 'assistantDelta', text: 'fresh' });
+  assert.deepEqual(s.items.slice(-2).map((i) => ('text' in i ? i.text : '')), ['three', 'fresh']);
+});
+
+test('the echo of a rewind this client applied is skipped once; the same event from elsewhere applies', () => {
+  const { s } = fresh();
+  const feed = turnFeeder(s);
+  s.addUser('one');
+  feed('t1', { type: 'turnStarted', model: 'm' });
+  s.expectEcho('t1', 'files');
+  s.rewind('t1', 'files', ['a.txt']);
+  const n = s.items.length;
+  assert.deepEqual(feed('t1', { type: 'rewound', restore: 'files', files: ['a.txt'] }).items, []);
+  assert.equal(s.items.length, n, 'no second notice');
+  feed('t1', { type: 'rewound', restore: 'files', files: ['a.txt'] });
+  assert.equal(s.items.length, n + 1, 'a later files rewind (another client) is shown');
+});
+
+test('rewound notices name the turn and what was put back', () => {
+  assert.equal(rewoundText('fix the bug', 'both', []), 'Rewound to before “fix the bug”: that turn and every later one left the conversation; no file needed putting back.');
+  assert.equal(rewoundText(undefined, 'files', ['a']), 'Files put back to before that turn: 1 file put back (a). The conversation keeps its turns.');
+  assert.equal(shortPrompt(`  ${'x'.repeat(80)}\nsecond line`), `${'x'.repeat(59)}…`);
 });

@@ -66,3 +66,24 @@ test('after a resync the appends continue from what the snapshot held, never rep
   assert.equal(posted[2].type, 'snapshot');
   assert.deepEqual(posted[3], { type: 'append', index: 0, text: ' two', reasoning: '' });
 });
+
+test('a change that removed items (a rewind) sends the whole list again', () => {
+  const state = new ChatState();
+  state.reset({ sessionId: 's', model: 'm', mode: 'ask' });
+  const bridge = new ViewBridge(state);
+  const posted: any[] = [];
+  bridge.attach((m) => posted.push(structuredClone(m)));
+  bridge.onReady();
+  state.addUser('one');
+  bridge.publish(state.apply({ sessionId: 's', seq: 1, turnId: 't1', type: 'turnStarted', model: 'm' } as SessionEvent));
+  bridge.publish(state.apply({ sessionId: 's', seq: 2, turnId: 't1', type: 'assistantDelta', text: 'streaming' } as SessionEvent));
+  posted.length = 0;
+  bridge.publish(state.apply({ sessionId: 's', seq: 3, turnId: 't1', type: 'rewound', restore: 'conversation', files: [] } as SessionEvent));
+  assert.deepEqual(posted.map((m) => m.type), ['snapshot']);
+  assert.deepEqual(posted[0].snapshot.items.map((i: any) => i.kind), ['rewound']);
+  // A new stream after the cut starts from the snapshot, not from the dropped item's lengths.
+  state.addUser('two');
+  bridge.publish(state.apply({ sessionId: 's', seq: 4, turnId: 't2', type: 'turnStarted', model: 'm' } as SessionEvent));
+  bridge.publish(state.apply({ sessionId: 's', seq: 5, turnId: 't2', type: 'assistantDelta', text: 'new' } as SessionEvent));
+  assert.deepEqual(posted.at(-1), { type: 'items', updates: [{ index: 2, item: state.items[2] }] });
+});
