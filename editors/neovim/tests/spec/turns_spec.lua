@@ -254,6 +254,32 @@ describe('turn checkpoints', function()
     assert.equals(tabs, #vim.api.nvim_list_tabpages(), 'q closes the tab')
   end)
 
+  it(':Tandem diff lists a binary file and a file too large to capture with a note, and shows the text files', function()
+    local ctx = h.fresh({ responses = {
+      { { tool_call = { id = 'call_sh', name = 'shell', arguments = {
+        command = "printf 'changed\\n' > t.txt && printf '\\001\\002\\000\\377' > bin.dat && printf 'more' >> big.txt" } } } },
+      { { text = 'Shell done.' } },
+    }, setup = { mode = 'fullAuto' } })
+    h.write(ctx.ws .. '/t.txt', 'original\n')
+    h.write(ctx.ws .. '/big.txt', string.rep('x', 6 * 1024 * 1024))
+    vim.cmd('Tandem prompt run the shell')
+    wait_turns(1)
+    vim.cmd('Tandem diff')
+    local view = h.wait(function()
+      return require('tandem.turns').last_view
+    end, 'the diff tab')
+    local list = h.buf_text(view.list_buf)
+    assert.truthy(list:find('A bin.dat  (binary: no text to compare)', 1, true), list)
+    assert.truthy(list:find('M big.txt  (not captured: ', 1, true), list)
+    assert.truthy(list:find('M t.txt  +1 −1', 1, true), list)
+    assert.truthy(list:find('▶ M t.txt', 1, true), 'the first file with text is shown:\n' .. list)
+    local texts = vim.tbl_map(function(w)
+      return w.text
+    end, diff_windows())
+    table.sort(texts)
+    assert.same({ 'changed', 'original' }, texts)
+  end)
+
   it('d on a turn\'s prompt shows that turn\'s diff; :Tandem diff N and its completion name turns', function()
     local ctx = h.fresh({ responses = {
       { write_call('call_k1', 'k.txt', 'first version\n') },
