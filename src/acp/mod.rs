@@ -11,6 +11,7 @@
 //! and the client's answers are always read.
 
 mod bridge;
+pub mod checkpoints;
 pub mod convert;
 mod sessions;
 mod transport;
@@ -240,6 +241,17 @@ impl Acp {
                 responder,
                 Box::pin(async move { me.close(&r.session_id.0).await }),
             ),
+            acp::ClientRequest::ForkSessionRequest(r) => {
+                answer_later(responder, Box::pin(async move { me.fork(r, cx).await }))
+            }
+            acp::ClientRequest::ExtMethodRequest(r)
+                if checkpoints::is_checkpoint_method(&r.method) =>
+            {
+                answer_later(
+                    responder,
+                    Box::pin(async move { me.checkpoint_method(&r.method, r.params.get()).await }),
+                )
+            }
             request => self.answer_now(request, responder, cx).await,
         }
     }
@@ -274,8 +286,11 @@ impl Acp {
             acp::ClientRequest::ExtMethodRequest(r) => Err(error(
                 ErrorKind::MethodNotFound,
                 format!(
-                    "extension method `{}` does not exist; tandem offers {STEERING_METHOD}",
-                    r.method
+                    "extension method `{}` does not exist; tandem offers {STEERING_METHOD}, {}, {} and {}",
+                    r.method,
+                    checkpoints::CHECKPOINTS_METHOD,
+                    checkpoints::TURN_DIFF_METHOD,
+                    checkpoints::REWIND_METHOD
                 ),
                 Value::Null,
             )),
@@ -325,6 +340,7 @@ impl Acp {
                     .list(acp::SessionListCapabilities::new())
                     .resume(acp::SessionResumeCapabilities::new())
                     .close(acp::SessionCloseCapabilities::new())
+                    .fork(acp::SessionForkCapabilities::new())
                     .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new()),
             );
         let mut meta = serde_json::Map::new();
@@ -332,6 +348,7 @@ impl Acp {
             "steering".to_owned(),
             json!({"method": STEERING_METHOD, "params": {"sessionId": "string", "text": "string"}}),
         );
+        meta.insert("tandem".to_owned(), checkpoints::advertised());
         let response = acp::InitializeResponse::new(ProtocolVersion::V1)
             .agent_capabilities(capabilities)
             .agent_info(

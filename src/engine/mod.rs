@@ -6,6 +6,7 @@
 //!
 //! [`Event`]: crate::protocol::Event
 
+pub mod checkpoint;
 pub mod compaction;
 pub mod conversation;
 pub mod display;

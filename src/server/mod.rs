@@ -6,6 +6,7 @@
 //! that module), so protocol messages are the only thing there (logs go to stderr). This module
 //! holds no agent logic: it translates.
 
+mod checkpoints;
 pub mod framing;
 mod load;
 mod mcp;
@@ -685,6 +686,7 @@ impl Server {
                 });
                 Ok(())
             }
+            m if checkpoints::METHODS.contains(&m) => self.dispatch_checkpoint(id, m, raw).await,
             other => Err(RpcErrorObject::new(
                 ErrorKind::MethodNotFound,
                 format!(

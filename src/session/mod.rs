@@ -91,6 +91,27 @@ pub enum Op {
     Shutdown {
         reply: Reply<()>,
     },
+    /// `turn/diff` (answered from a task beside the actor: it reads).
+    TurnDiff {
+        turn_id: String,
+        reply: Reply<Vec<crate::protocol::TurnFileDiff>>,
+    },
+    /// `session/checkpoints` (answered from a task beside the actor).
+    Checkpoints {
+        reply: Reply<Vec<crate::protocol::Checkpoint>>,
+    },
+    /// `session/rewind`: refused while a turn runs.
+    Rewind {
+        turn_id: String,
+        restore: crate::protocol::RestoreScope,
+        force: bool,
+        reply: Reply<crate::protocol::RewindResult>,
+    },
+    /// `session/fork`: answers the new session's id.
+    Fork {
+        turn_id: Option<String>,
+        reply: Reply<String>,
+    },
 }
 
 /// A cheap handle to a session: its queue and its shared state.
@@ -188,6 +209,28 @@ fn order_replies(shared: &Arc<Conversation>, op: Op) -> Op {
         Op::Shutdown { reply } => Op::Shutdown {
             reply: ordered(shared, reply),
         },
+        Op::TurnDiff { turn_id, reply } => Op::TurnDiff {
+            turn_id,
+            reply: ordered(shared, reply),
+        },
+        Op::Checkpoints { reply } => Op::Checkpoints {
+            reply: ordered(shared, reply),
+        },
+        Op::Rewind {
+            turn_id,
+            restore,
+            force,
+            reply,
+        } => Op::Rewind {
+            turn_id,
+            restore,
+            force,
+            reply: ordered(shared, reply),
+        },
+        Op::Fork { turn_id, reply } => Op::Fork {
+            turn_id,
+            reply: ordered(shared, reply),
+        },
         resume @ Op::Resume { .. } => resume,
     }
 }
@@ -208,6 +251,10 @@ fn reply_error(op: Op, error: SessionError) {
         | Op::Shutdown { reply } => reply(Err(error)),
         Op::SwitchModel { reply, .. } => reply(Err(error)),
         Op::SetNetworkAccess { reply, .. } => reply(Err(error)),
+        Op::TurnDiff { reply, .. } => reply(Err(error)),
+        Op::Checkpoints { reply } => reply(Err(error)),
+        Op::Rewind { reply, .. } => reply(Err(error)),
+        Op::Fork { reply, .. } => reply(Err(error)),
         Op::Resume { .. } => {}
     }
 }
@@ -420,6 +467,43 @@ async fn actor(
                 if running.is_none() {
                     running = Some(resume_turn(&shared, resume));
                 }
+            }
+            Op::TurnDiff { turn_id, reply } => {
+                let shared = shared.clone();
+                tokio::spawn(async move { reply(shared.turn_diff(&turn_id).await) });
+            }
+            Op::Checkpoints { reply } => {
+                let shared = shared.clone();
+                tokio::spawn(async move { reply(shared.checkpoints().await) });
+            }
+            Op::Rewind {
+                turn_id,
+                restore,
+                force,
+                reply,
+            } => {
+                if shared.turn_active() {
+                    reply(Err(SessionError::TurnInProgress));
+                    continue;
+                }
+                match shared.rewind(&turn_id, restore, force).await {
+                    Err(error) => reply(Err(error)),
+                    Ok(result) => {
+                        let files = result.restored.clone();
+                        reply(Ok(result));
+                        shared.emit(
+                            Some(&turn_id),
+                            crate::protocol::Event::Rewound { restore, files },
+                        );
+                    }
+                }
+            }
+            Op::Fork { turn_id, reply } => {
+                if turn_id.is_none() && shared.turn_active() {
+                    reply(Err(SessionError::TurnInProgress));
+                    continue;
+                }
+                reply(shared.fork(turn_id.as_deref()).await);
             }
             Op::Shutdown { reply } => {
                 if let Some(turn) = running.take() {

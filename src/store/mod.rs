@@ -16,10 +16,12 @@
 //! writes are refused ([`Store::unavailable`]) until [`Store::resync`] writes the missing tail,
 //! so the rows of a session are always a prefix of what it did, never a prefix with holes.
 
+mod checkpoints;
 mod records;
 mod schema;
 mod writer;
 
+pub use checkpoints::{CheckpointFileRecord, PendingScan};
 pub use records::*;
 
 #[cfg(test)]
@@ -217,6 +219,11 @@ enum Command {
         last_seq: u64,
         reply: Reply<()>,
     },
+    /// Checkpoint work of one session (see `checkpoints.rs`).
+    Checkpoint {
+        session_id: String,
+        op: checkpoints::CheckpointOp,
+    },
 }
 
 impl Command {
@@ -234,7 +241,8 @@ impl Command {
             | Command::RecordUsage { session_id, .. }
             | Command::ToolStarted { session_id, .. }
             | Command::ToolFinished { session_id, .. }
-            | Command::ReserveSeq { session_id, .. } => Some(session_id),
+            | Command::ReserveSeq { session_id, .. }
+            | Command::Checkpoint { session_id, .. } => Some(session_id),
             Command::UpsertPending(r) => Some(&r.session_id),
             Command::Resync { record, .. } => Some(&record.id),
             Command::Barrier { .. }

@@ -23,7 +23,49 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     MIGRATION_4,
     MIGRATION_5,
     MIGRATION_6,
+    MIGRATION_7,
 ];
+
+/// Checkpoints (issue 26, see `checkpoints.rs`): contents once per SHA-256, what each turn
+/// changed per path (state JSON before and after, their content hashes in columns of their own
+/// so deleting a session can find contents nobody refers to), the manifest a running command
+/// started from, and the messages a conversation rewind took out of the history.
+const MIGRATION_7: &str = "CREATE TABLE checkpoint_blobs (
+    hash   TEXT PRIMARY KEY NOT NULL,
+    bytes  BLOB NOT NULL
+);
+CREATE TABLE checkpoint_files (
+    session_id   TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    turn_id      TEXT NOT NULL,
+    root         INTEGER NOT NULL,
+    path         TEXT NOT NULL,
+    before       TEXT NOT NULL,
+    after        TEXT,
+    before_hash  TEXT,
+    after_hash   TEXT,
+    created_at   INTEGER NOT NULL,
+    rewound_at   INTEGER,
+    UNIQUE (session_id, turn_id, root, path)
+);
+CREATE TABLE checkpoint_scans (
+    session_id    TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    turn_id       TEXT NOT NULL,
+    tool_call_id  TEXT NOT NULL,
+    manifest      TEXT NOT NULL,
+    PRIMARY KEY (session_id, tool_call_id)
+);
+CREATE TABLE superseded_messages (
+    session_id      TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    position        INTEGER NOT NULL,
+    message_id      TEXT NOT NULL,
+    turn_id         TEXT,
+    role            TEXT NOT NULL,
+    json            TEXT NOT NULL,
+    display         TEXT,
+    rewind_turn_id  TEXT NOT NULL,
+    superseded_at   INTEGER NOT NULL
+);
+CREATE INDEX superseded_by_session ON superseded_messages (session_id, superseded_at);";
 
 /// The workspace MCP servers (`.mcp.json`) the user trusted, per workspace folder: the
 /// definition as it was trusted (canonical JSON of its transport), so a changed entry must be

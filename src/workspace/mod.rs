@@ -8,6 +8,7 @@
 
 pub mod diff;
 pub mod protected;
+pub mod snapshot;
 mod write;
 
 use std::ffi::{OsStr, OsString};

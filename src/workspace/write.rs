@@ -227,7 +227,7 @@ impl Workspace {
 }
 
 /// A hidden, unique temp file name next to the target.
-fn temp_name(file_name: &OsStr) -> String {
+pub(super) fn temp_name(file_name: &OsStr) -> String {
     let name = file_name.to_string_lossy();
     let mut stem_len = name.len().min(TEMP_NAME_STEM_MAX);
     while !name.is_char_boundary(stem_len) {

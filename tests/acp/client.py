@@ -723,6 +723,68 @@ async def mcp(args):
         check("mcp: after load, the server's tool ran", "completed" in statuses(rec2, "e2"), statuses(rec2, "e2"))
 
 
+async def checkpoints(args):
+    """Checkpoints over ACP: the prompt's `_meta.tandem.turnId`, `_session/checkpoints`,
+    `_turn/diff`, `session/fork` (the schema's unstable method) and `_session/rewind`."""
+    rec = Recorder()
+    ws = args.cwd
+    async with Tandem(args, rec).spawn() as (conn, _proc):
+        init, session = await start(conn, rec, ws)
+        sid = session["sessionId"]
+        caps = init.get("agentCapabilities", {}).get("sessionCapabilities", {})
+        check("initialize.sessionCapabilities.fork", "fork" in caps, caps)
+        tandem_meta = init.get("_meta", {}).get("tandem", {})
+        check(
+            "initialize._meta.tandem names the checkpoint methods",
+            tandem_meta.get("rewind", {}).get("method") == "_session/rewind"
+            and tandem_meta.get("turnDiff", {}).get("method") == "_turn/diff"
+            and tandem_meta.get("checkpoints", {}).get("method") == "_session/checkpoints",
+            tandem_meta,
+        )
+        rec.answers = ["allow_once"]
+        resp = dump(await timed(conn.prompt(session_id=sid, prompt=text("change a.txt")), "prompt"))
+        turn = resp.get("_meta", {}).get("tandem", {}).get("turnId")
+        check("prompt._meta.tandem.turnId", bool(turn), resp)
+        listed = await timed(conn.ext_method("session/checkpoints", {"sessionId": sid}), "_session/checkpoints")
+        points = listed.get("checkpoints", [])
+        check(
+            "_session/checkpoints lists the turn and its file",
+            len(points) == 1 and points[0].get("turnId") == turn
+            and points[0].get("files") == [{"path": "a.txt", "change": "modified"}],
+            listed,
+        )
+        diff = await timed(conn.ext_method("turn/diff", {"sessionId": sid, "turnId": turn}), "_turn/diff")
+        files = diff.get("files", [])
+        check(
+            "_turn/diff has the old and new text",
+            len(files) == 1 and files[0].get("oldText") == "alpha\n" and files[0].get("newText") == "beta\n",
+            diff,
+        )
+        fork = dump(await timed(conn.fork_session(cwd=ws, session_id=sid, mcp_servers=[]), "session/fork"))
+        forked = fork.get("sessionId")
+        check("session/fork answers a new session", bool(forked) and forked != sid, fork)
+        resp = dump(await timed(conn.prompt(session_id=forked, prompt=text("in the fork")), "prompt in the fork"))
+        check("the fork takes prompts", resp.get("stopReason") == "end_turn", resp)
+        rewound = await timed(
+            conn.ext_method("session/rewind", {"sessionId": sid, "turnId": turn, "restore": "both"}),
+            "_session/rewind",
+        )
+        check(
+            "_session/rewind restores the file and the conversation",
+            rewound.get("restored") == ["a.txt"] and rewound.get("conflicts") == []
+            and rewound.get("conversationRewound") is True,
+            rewound,
+        )
+        check("a.txt is back", read(ws, "a.txt") == "alpha\n", read(ws, "a.txt"))
+        resp = dump(await timed(conn.prompt(session_id=sid, prompt=text("after the rewind")), "prompt after the rewind"))
+        check("the session goes on after the rewind", resp.get("stopReason") == "end_turn", resp)
+        try:
+            await conn.ext_method("session/rewind", {"sessionId": sid, "turnId": turn, "restore": "files"})
+            check("a rewound turn is unknown", False, "no error")
+        except acp.RequestError as e:
+            check("a rewound turn is unknown", "not a turn" in str(e), e)
+
+
 SCENARIOS = {
     "handshake": handshake,
     "permissions": permissions,
@@ -735,6 +797,7 @@ SCENARIOS = {
     "protected_fs": protected_fs,
     "network": network,
     "mcp": mcp,
+    "checkpoints": checkpoints,
 }
 
 

@@ -544,3 +544,28 @@ async fn mcp_servers_of_session_new_and_load_are_started_and_their_calls_titled(
     assert_eq!(f.tool_result(3, "h1"), "over http");
     assert_eq!(f.tool_result(5, "e2"), "after load");
 }
+
+#[tokio::test]
+async fn checkpoints_fork_and_rewind_through_the_sdk() {
+    let f = Fixture::new().await;
+    f.write("a.txt", "alpha\n");
+    f.mock.push(call(
+        "w1",
+        "write_file",
+        json!({"path": "a.txt", "content": "beta\n"}),
+    ));
+    f.mock.push(Script::text_reply("changed"));
+    f.mock.push(Script::text_reply("forked answer"));
+    f.mock.push(Script::text_reply("after the rewind"));
+    f.run("checkpoints").await;
+    assert_eq!(f.read("a.txt").as_deref(), Some("alpha\n"));
+    // The fork's request carries the source's history; the request after the rewind does not
+    // carry the rewound prompt.
+    let fork_request = f.mock.request(2).to_string();
+    assert!(fork_request.contains("change a.txt") && fork_request.contains("in the fork"));
+    let after = f.mock.request(3).to_string();
+    assert!(
+        !after.contains("change a.txt") && after.contains("after the rewind"),
+        "{after}"
+    );
+}

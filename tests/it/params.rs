@@ -201,6 +201,37 @@ fn cases() -> Vec<Case> {
             "server",
             "missing",
         ),
+        case(
+            method::TURN_DIFF,
+            json!({"sessionId": s, "turnId": 5}),
+            "turnId",
+            "a string",
+        ),
+        case(
+            method::SESSION_CHECKPOINTS,
+            json!({"sessionId": true}),
+            "sessionId",
+            "a string",
+        ),
+        case(
+            method::SESSION_REWIND,
+            json!({"sessionId": s, "turnId": "t", "restore": "everything"}),
+            "restore",
+            "unknown variant",
+        ),
+        case(
+            method::SESSION_REWIND,
+            json!({"sessionId": s, "turnId": "t", "restore": "files", "force": "yes"}),
+            "force",
+            "a boolean",
+        ),
+        case(
+            method::SESSION_FORK,
+            json!({"sessionId": s, "turnId": 7}),
+            "turnId",
+            "a string",
+        ),
+        case(method::SESSION_DELETE, json!({}), "sessionId", "missing"),
     ]
 }
 

@@ -246,9 +246,11 @@ fn protocol_names(text: &str) -> BTreeSet<String> {
     names
 }
 
-/// The engine's vocabulary in `protocol/`: what `protocol/event.rs` defines, plus the leaf enums
-/// and helpers the engine decides with. Everything else there (method params and results, the
-/// envelope) belongs to the native face.
+/// The engine's vocabulary in `protocol/`: what `protocol/event.rs` and `protocol/checkpoint.rs`
+/// define, plus the leaf enums and helpers the engine decides with. Everything else there
+/// (method params and results, the envelope) belongs to the native face. The checkpoint shapes
+/// are vocabulary because both faces answer with them as they are (the native methods and
+/// ACP's `_turn/diff`, `_session/rewind`, `_session/checkpoints` extensions).
 const ENGINE_PROTOCOL_EXTRAS: &[&str] = &[
     "Mode",
     "UnknownMode",
@@ -265,7 +267,8 @@ const ENGINE_FILES_ON_THE_WIRE: &[&str] = &["src/engine/display.rs"];
 
 #[test]
 fn the_engine_takes_only_its_vocabulary_from_the_protocol() {
-    let event_rs = std::fs::read_to_string(repo().join("src/protocol/event.rs")).unwrap();
+    let event_rs = std::fs::read_to_string(repo().join("src/protocol/event.rs")).unwrap()
+        + &std::fs::read_to_string(repo().join("src/protocol/checkpoint.rs")).unwrap();
     let mut allowed: BTreeSet<String> = ENGINE_PROTOCOL_EXTRAS
         .iter()
         .map(|s| s.to_string())

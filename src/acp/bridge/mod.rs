@@ -454,11 +454,18 @@ impl Bridge {
             // The answer to `_session/rewind` carries the same facts, and ACP has no update that
             // takes messages back out of a client's transcript.
             Event::Rewound { .. } => {}
-            Event::TurnEnded { reason, error } => self.end_prompt(*reason, error.as_ref()),
+            Event::TurnEnded { reason, error } => self.end_prompt(turn_id, *reason, error.as_ref()),
         }
     }
 
-    fn end_prompt(&self, reason: TurnEndReason, error: Option<&crate::protocol::TurnError>) {
+    /// Answer the waiting `session/prompt`; its `_meta.tandem.turnId` names the turn for the
+    /// checkpoint extensions (`_turn/diff`, `_session/rewind`).
+    fn end_prompt(
+        &self,
+        turn_id: Option<&str>,
+        reason: TurnEndReason,
+        error: Option<&crate::protocol::TurnError>,
+    ) {
         let flags = std::mem::take(&mut *lock(&self.flags));
         lock(&self.output).clear();
         let Some(waiting) = lock(&self.prompt).take() else {
@@ -478,8 +485,16 @@ impl Bridge {
             }
         };
         let result = match stop {
-            Some(stop) => serde_json::to_value(acp::PromptResponse::new(stop))
-                .map_err(agent_client_protocol::Error::into_internal_error),
+            Some(stop) => {
+                let mut response = acp::PromptResponse::new(stop);
+                if let Some(turn_id) = turn_id {
+                    let mut meta = serde_json::Map::new();
+                    meta.insert("tandem".to_owned(), json!({ "turnId": turn_id }));
+                    response = response.meta(meta);
+                }
+                serde_json::to_value(response)
+                    .map_err(agent_client_protocol::Error::into_internal_error)
+            }
             None => {
                 let (message, retriable) = error
                     .map(|e| (e.message.clone(), e.retriable))

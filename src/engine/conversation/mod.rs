@@ -12,7 +12,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+mod error;
+mod rewind;
 mod transitions;
+
+pub use error::SessionError;
 
 use super::display;
 use super::emitter::Emitter;
@@ -22,7 +26,7 @@ pub use super::pending::{
 };
 use super::EngineContext;
 use crate::permissions::{PermissionRules, RuleKind};
-use crate::protocol::{ErrorKind, Event, Mode};
+use crate::protocol::{Event, Mode};
 use crate::store::{Durability, MessageRow, PendingRecord, RuleRecord, SessionRecord, Store};
 use crate::tools::client_fs::ClientFs;
 use crate::workspace::Workspace;
@@ -57,59 +61,6 @@ pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SessionError {
-    #[error("a turn is already running in this session; wait for turnEnded, `steer` it, or `stop` it first")]
-    TurnInProgress,
-    #[error("no turn is running in this session; send `prompt` instead")]
-    NoTurnRunning,
-    #[error("{0}")]
-    StaleApproval(String),
-    #[error("unknown model `{model}`; pick one of: {known}")]
-    UnknownModel { model: String, known: String },
-    #[error("{0}")]
-    RetryUnavailable(String),
-    #[error("the session has shut down; start a new session")]
-    Closed,
-    /// A stored message of a restored session cannot be parsed, so its history cannot be sent
-    /// to a model.
-    #[error("{0}")]
-    HistoryDamaged(String),
-    /// The store could not save this session's last changes and still cannot (see
-    /// [`Conversation::ensure_stored`]).
-    #[error("the session store cannot write ({0}), so this session takes no new work: nothing more could be saved; free disk space or end the program that holds the database lock, then send the request again")]
-    StoreUnavailable(String),
-    /// The running turn already holds as much queued steering as the config allows.
-    #[error("{0}")]
-    SteeringQueueFull(String),
-    /// `editedContent` for a proposal that was shown cut.
-    #[error("{0}")]
-    EditUnavailable(String),
-    /// A prompt that says nothing, or carries a part no model takes
-    /// ([`super::history::prompt_problem`]).
-    #[error("{0}")]
-    InvalidPrompt(String),
-}
-
-impl SessionError {
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            SessionError::TurnInProgress => ErrorKind::TurnInProgress,
-            SessionError::NoTurnRunning => ErrorKind::NoTurnRunning,
-            SessionError::StaleApproval(_) => ErrorKind::StaleApproval,
-            SessionError::UnknownModel { .. } => ErrorKind::UnknownModel,
-            SessionError::RetryUnavailable(_) => ErrorKind::RetryUnavailable,
-            SessionError::Closed => ErrorKind::UnknownSession,
-            SessionError::HistoryDamaged(_) => ErrorKind::Internal,
-            SessionError::StoreUnavailable(_) => ErrorKind::StoreUnavailable,
-            SessionError::SteeringQueueFull(_) => ErrorKind::SteeringQueueFull,
-            SessionError::EditUnavailable(_) | SessionError::InvalidPrompt(_) => {
-                ErrorKind::InvalidParams
-            }
-        }
-    }
 }
 
 /// The mutable state of a session. Its fields are private to this module and its
@@ -268,6 +219,8 @@ pub struct Conversation {
     /// Held while the unparsed history is parsed, so two callers of
     /// [`Conversation::complete_history`] parse it once.
     history_gate: tokio::sync::Mutex<()>,
+    /// What the session's checkpoint walks saw (see [`super::checkpoint`]).
+    checkpoints: Arc<super::checkpoint::CheckpointCache>,
 }
 
 /// The settings a face shows beside a conversation (ACP's config options, a load reply).
@@ -313,6 +266,18 @@ impl Conversation {
             client_fs,
             mcp,
             history_gate: tokio::sync::Mutex::new(()),
+            checkpoints: Arc::default(),
+        })
+    }
+
+    /// The session's checkpoint recorder; `None` for a session without a store (nothing could
+    /// keep what it records).
+    pub fn recorder(&self) -> Option<super::checkpoint::Recorder> {
+        Some(super::checkpoint::Recorder {
+            session_id: self.id.clone(),
+            store: self.store.clone()?,
+            workspace: self.workspace.clone(),
+            cache: self.checkpoints.clone(),
         })
     }
 

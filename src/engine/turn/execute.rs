@@ -191,6 +191,19 @@ impl Turn {
                     }
                     None => plan.diff.clone(),
                 };
+                // The file's prior state (and the folders the write creates) is recorded and
+                // made durable with the call's start, so the turn can be rewound.
+                let checkpoint = match self.session.recorder() {
+                    Some(recorder) => {
+                        let (turn_id, path) = (self.turn_id.clone(), plan.path.clone());
+                        let r = recorder.clone();
+                        tokio::task::spawn_blocking(move || r.before_edit(&turn_id, &path))
+                            .await
+                            .ok()
+                            .map(|ids| (recorder, ids))
+                    }
+                    None => None,
+                };
                 // A write is not interrupted halfway: it is short and atomic, and a stop that
                 // arrives during it takes effect right after it is recorded.
                 if !self.ready_for_side_effect(call).await {
@@ -214,6 +227,12 @@ impl Turn {
                 } else {
                     ResultStatus::Completed
                 };
+                if let Some((recorder, ids)) = checkpoint {
+                    let turn_id = self.turn_id.clone();
+                    let _ =
+                        tokio::task::spawn_blocking(move || recorder.after_edit(&turn_id, &ids))
+                            .await;
+                }
                 let shown = (!outcome.is_error).then_some(&diff);
                 self.commit_result(call, status, outcome.output, shown);
                 self.session.after_side_effect(&call.id);
@@ -258,7 +277,26 @@ impl Turn {
                     env: self.session.engine.config.command_environment(),
                     max_processes: Some(self.session.engine.config.shell_max_processes),
                 };
+                // What the workspace holds before the command, recorded and made durable with
+                // the call's start, so whatever the command changes can be put back.
+                let baseline = match self.session.recorder() {
+                    Some(recorder) => {
+                        let (turn_id, call_id) = (self.turn_id.clone(), call.id.clone());
+                        let r = recorder.clone();
+                        tokio::task::spawn_blocking(move || r.before_command(&turn_id, &call_id))
+                            .await
+                            .ok()
+                            .map(|baseline| (recorder, baseline))
+                    }
+                    None => None,
+                };
                 if !self.ready_for_side_effect(call).await {
+                    // Not run: its manifest must not be settled against later changes.
+                    if let Some((recorder, _)) = &baseline {
+                        recorder
+                            .store
+                            .clear_pending_scan(&recorder.session_id, &call.id);
+                    }
                     return true;
                 }
                 let session = self.session.clone();
@@ -288,6 +326,13 @@ impl Turn {
                         .map(|room| Box::pin(room) as shell::OutputPause)
                 })
                 .await;
+                if let Some((recorder, baseline)) = baseline {
+                    let turn_id = self.turn_id.clone();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        recorder.after_command(&turn_id, baseline)
+                    })
+                    .await;
+                }
                 let mut text = result.model_text(timeout);
                 if let Ok(Some(note)) = tokio::task::spawn_blocking(move || sentinels.after()).await
                 {

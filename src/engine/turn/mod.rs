@@ -209,6 +209,11 @@ async fn drive(
     resume_calls: Option<Vec<ToolCallRecord>>,
     recorded: HashMap<String, crate::store::PendingRecord>,
 ) {
+    // A command cut by a crash left its manifest pending: attribute what changed to its turn
+    // before this turn changes anything (once per session; a no-op afterwards).
+    if let Some(recorder) = session.recorder() {
+        recorder.settle().await;
+    }
     let mut turn = Turn {
         session,
         turn_id,

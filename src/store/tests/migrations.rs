@@ -31,6 +31,9 @@ async fn migrations_create_the_schema_and_set_user_version() {
     assert_eq!(
         tables,
         [
+            "checkpoint_blobs",
+            "checkpoint_files",
+            "checkpoint_scans",
             "events",
             "mcp_trust",
             "messages",
@@ -38,6 +41,7 @@ async fn migrations_create_the_schema_and_set_user_version() {
             "pending",
             "rules",
             "sessions",
+            "superseded_messages",
             "tool_runs",
             "usage"
         ]

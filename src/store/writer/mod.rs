@@ -1,7 +1,7 @@
 //! The writer thread: owns the connection, applies queued commands in batches, one transaction
 //! per batch, and completes each command (callback or reply) only after its batch committed.
 
-pub(super) mod sql;
+pub(crate) mod sql;
 
 use sql::*;
 
@@ -67,6 +67,7 @@ impl Command {
             Command::ResolvePending { .. }
             | Command::ToolStarted { .. }
             | Command::Resync { .. } => Durability::Full,
+            Command::Checkpoint { op, .. } if op.full() => Durability::Full,
             _ => Durability::Normal,
         }
     }
@@ -91,7 +92,7 @@ impl Command {
                 | Command::IntegrityCheck { .. }
                 | Command::TrustedMcp { .. }
                 | Command::RecordEvent { json: None, .. }
-        )
+        ) && !matches!(self, Command::Checkpoint { op, .. } if !op.writes())
     }
 }
 
@@ -122,7 +123,7 @@ impl Writer {
                     | Command::Resync { .. }
                     | Command::TrustMcp { .. }
                     | Command::TrustedMcp { .. }
-            )
+            ) || matches!(c, Command::Checkpoint { op, .. } if op.answers())
         });
         if answers {
             self.commit_batch(batch);
@@ -372,6 +373,11 @@ impl Writer {
                 None,
             ),
             Command::TrustedMcp { cwd, reply } => (answer(reply, trusted_mcp(conn, &cwd)), None),
+            Command::Checkpoint { session_id, op } => {
+                let (finish, error) = op.apply(conn, &session_id);
+                let error = failed("checkpoint", &session_id, error.map_or(Ok(()), Err));
+                (finish, error)
+            }
             Command::Resync {
                 record,
                 rows,
@@ -439,6 +445,7 @@ fn skip(command: Command) -> Finish {
         ),
         Command::TrustedMcp { reply, .. } => answer(reply, Ok(Vec::new())),
         Command::Resync { reply, .. } => answer(reply, Ok(())),
+        Command::Checkpoint { op, .. } => op.skip("the store did not run this batch; try again"),
         _ => Box::new(|_| ()),
     }
 }

@@ -198,6 +198,7 @@ pub(super) fn apply_write(
         | Command::LoadSession { .. }
         | Command::EventsSince { .. }
         | Command::IntegrityCheck { .. }
+        | Command::Checkpoint { .. }
         | Command::TrustMcp { .. }
         | Command::TrustedMcp { .. }
         | Command::Resync { .. } => ("nothing", Ok(0)),
@@ -259,13 +260,13 @@ pub(super) fn set_last_seq(
 
 /// SQLite integers are signed; values past `i64::MAX` (never reached by timestamps, seqs or
 /// token counts) are clamped rather than failing the write.
-pub(super) fn to_i64(value: u64) -> i64 {
+pub(crate) fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 /// The inverse of [`to_i64`]; a negative value can only come from a foreign writer and reads
 /// as 0.
-pub(super) fn to_u64(value: i64) -> u64 {
+pub(crate) fn to_u64(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 

@@ -1,0 +1,405 @@
+//! Checkpoints: what a turn needs recorded to put every path it changes back (DESIGN §7.2), and
+//! the queries over those records (`turn/diff`, `session/checkpoints`, `session/rewind`).
+//!
+//! A file tool records its path's prior state (and the folders its write creates) before it
+//! writes, and the state it left after. A shell command is bracketed by two walks of the
+//! workspace ([`Workspace::walk_for_snapshot`]): before it, every entry's state (contents
+//! stored once per SHA-256) goes into a manifest, stored and marked pending together with the
+//! call's "started" mark, so the same fsync covers both; after it, what changed is recorded
+//! and the manifest is dropped. A per-session cache of (metadata → state) means a walk reads
+//! only files that are new or changed since the last walk, which is what keeps a command in a
+//! large workspace cheap.
+//!
+//! Invariants: what a rewind needs is durable before the side effect it undoes (the blobs and
+//! the manifest are queued before `before_side_effect`'s barrier); records are only ever added
+//! or marked rewound, never changed otherwise; all filesystem work runs on the blocking pool.
+//! Does not: touch `.git` or any protected path, follow links, or decide conflicts by name
+//! (states are compared by content hash and mode).
+
+mod rewind;
+
+pub use rewind::{RewindOutcome, RewindPlanError};
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use crate::store::{CheckpointFileRecord, PendingScan, Store};
+use crate::workspace::snapshot::{EntryId, FileState, StatKey, Walk};
+use crate::workspace::{Workspace, WorkspacePath};
+
+use super::conversation::lock;
+use super::history::now_ms;
+
+/// The most content one command's checkpoint stores that was not stored before (a model that
+/// writes gigabytes before a command cannot make tandem copy them all).
+pub const COMMAND_CAPTURE_BUDGET_BYTES: u64 = 256 * 1024 * 1024;
+
+/// How much content is queued to the store before waiting for it to be written: bounds the
+/// memory a first walk of a large workspace holds.
+const QUEUED_BLOB_BYTES: usize = 16 * 1024 * 1024;
+
+/// The per-session cache that lets a walk skip files it has seen unchanged.
+#[derive(Default)]
+pub struct CheckpointCache {
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Default)]
+struct CacheInner {
+    /// The state last seen for each entry, by the metadata it had then.
+    known: HashMap<EntryId, (StatKey, FileState)>,
+    /// Contents known to be in the store (or queued to it).
+    stored: HashSet<String>,
+    /// Whether manifests left pending by a crash were settled.
+    settled: bool,
+}
+
+/// The state of the workspace a command started from.
+pub struct CommandBaseline {
+    manifest: BTreeMap<EntryId, FileState>,
+    walk: Walk,
+    tool_call_id: String,
+}
+
+/// Serializable manifest: entries by root and path.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Manifest {
+    entries: Vec<ManifestEntry>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ManifestEntry {
+    root: usize,
+    path: String,
+    state: FileState,
+}
+
+/// The store and workspace a checkpoint operation works with.
+#[derive(Clone)]
+pub struct Recorder {
+    pub session_id: String,
+    pub store: Store,
+    pub workspace: Workspace,
+    pub cache: Arc<CheckpointCache>,
+}
+
+pub(crate) fn path_text(relative: &std::path::Path) -> String {
+    relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+impl Recorder {
+    fn store_content(&self, hash: &str, bytes: Vec<u8>) -> usize {
+        let mut inner = lock(&self.cache.inner);
+        if !inner.stored.insert(hash.to_owned()) {
+            return 0;
+        }
+        drop(inner);
+        let len = bytes.len();
+        self.store
+            .put_blob(&self.session_id, hash.to_owned(), bytes);
+        len
+    }
+
+    fn record(&self, turn_id: &str, id: &EntryId, before: &FileState, after: Option<&FileState>) {
+        let json = |s: &FileState| serde_json::to_string(s).unwrap_or_else(|_| "{}".to_owned());
+        self.store.record_checkpoint_file(
+            &self.session_id,
+            CheckpointFileRecord {
+                turn_id: turn_id.to_owned(),
+                root: id.root as u32,
+                path: path_text(&id.relative),
+                before: json(before),
+                after: after.map(json),
+                before_hash: before.hash().map(str::to_owned),
+                after_hash: after.and_then(FileState::hash).map(str::to_owned),
+                created_at: now_ms(),
+                rewound_at: None,
+            },
+        );
+    }
+
+    /// The state of `id` now, its content stored; blocking.
+    fn capture_and_store(&self, id: &EntryId) -> FileState {
+        match self.workspace.capture(id) {
+            Ok(captured) => {
+                if let (Some(bytes), Some(hash)) = (captured.content, captured.state.hash()) {
+                    self.store_content(hash, bytes);
+                }
+                if let Some(key) = captured.key {
+                    lock(&self.cache.inner)
+                        .known
+                        .insert(id.clone(), (key, captured.state.clone()));
+                }
+                captured.state
+            }
+            Err(e) => FileState::File {
+                mode: 0,
+                size: 0,
+                hash: None,
+                not_captured: Some(format!("it could not be read: {e}")),
+            },
+        }
+    }
+
+    /// Before a file tool writes `path`: record its state and that of every folder the write
+    /// will create, as the turn's `before` (a path the turn touched already keeps its first).
+    /// Blocking. Returns the ids to pass to [`Recorder::after_edit`].
+    pub fn before_edit(&self, turn_id: &str, path: &WorkspacePath) -> Vec<EntryId> {
+        let mut ids = Vec::new();
+        // The folders the write may create, outermost first.
+        let mut missing = Vec::new();
+        let mut parent = path.relative.parent();
+        while let Some(dir) = parent.filter(|d| !d.as_os_str().is_empty()) {
+            let id = EntryId {
+                root: path.root_index,
+                relative: dir.to_path_buf(),
+            };
+            match self.workspace.capture(&id) {
+                Ok(c) if c.state == FileState::Absent => missing.push(id),
+                _ => break,
+            }
+            parent = dir.parent();
+        }
+        missing.reverse();
+        for id in missing {
+            self.record(turn_id, &id, &FileState::Absent, None);
+            ids.push(id);
+        }
+        let id = EntryId {
+            root: path.root_index,
+            relative: normalized(&path.relative),
+        };
+        let before = self.capture_and_store(&id);
+        self.record(turn_id, &id, &before, None);
+        ids.push(id);
+        ids
+    }
+
+    /// After a file tool's write (or its failure): record what `ids` hold now as the turn's
+    /// `after`. Blocking.
+    pub fn after_edit(&self, turn_id: &str, ids: &[EntryId]) {
+        for id in ids {
+            let after = self.capture_and_store(id);
+            // The insert keeps the `before` recorded first; this only sets `after`.
+            self.record(turn_id, id, &FileState::Absent, Some(&after));
+        }
+    }
+
+    /// Before a shell command: the state of everything the walk sees, contents stored, and the
+    /// manifest stored and marked pending for `tool_call_id`. Blocking; the caller's barrier
+    /// (`before_side_effect`) makes it durable.
+    pub fn before_command(&self, turn_id: &str, tool_call_id: &str) -> CommandBaseline {
+        let walk = self.workspace.walk_for_snapshot();
+        let mut manifest = BTreeMap::new();
+        let mut budget = COMMAND_CAPTURE_BUDGET_BYTES;
+        let mut queued = 0usize;
+        for (id, key) in &walk.entries {
+            let state = self.state_of(id, key, &walk, &mut budget, &mut queued);
+            manifest.insert(id.clone(), state);
+        }
+        let serialized = Manifest {
+            entries: manifest
+                .iter()
+                .map(|(id, state)| ManifestEntry {
+                    root: id.root,
+                    path: path_text(&id.relative),
+                    state: state.clone(),
+                })
+                .collect(),
+        };
+        if let Ok(bytes) = serde_json::to_vec(&serialized) {
+            let hash = crate::workspace::snapshot::content_hash(&bytes);
+            self.store.put_blob(&self.session_id, hash.clone(), bytes);
+            self.store.record_pending_scan(
+                &self.session_id,
+                PendingScan {
+                    turn_id: turn_id.to_owned(),
+                    tool_call_id: tool_call_id.to_owned(),
+                    manifest: hash,
+                },
+            );
+        }
+        CommandBaseline {
+            manifest,
+            walk,
+            tool_call_id: tool_call_id.to_owned(),
+        }
+    }
+
+    /// The state of a walked entry: from the cache when its metadata is unchanged and was not
+    /// racy, else read (and stored, within the budget).
+    fn state_of(
+        &self,
+        id: &EntryId,
+        key: &StatKey,
+        walk: &Walk,
+        budget: &mut u64,
+        queued: &mut usize,
+    ) -> FileState {
+        let started = walk.started.unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+        if let Some((known_key, state)) = lock(&self.cache.inner).known.get(id) {
+            if known_key == key && !key.racy(started) {
+                return state.clone();
+            }
+        }
+        use crate::workspace::snapshot::StatKind;
+        if key.kind == StatKind::File && key.size > *budget {
+            return FileState::File {
+                mode: key.mode,
+                size: key.size,
+                hash: None,
+                not_captured: Some(
+                    "one command's checkpoint budget (256 MiB of new content) was used up"
+                        .to_owned(),
+                ),
+            };
+        }
+        match self.workspace.capture(id) {
+            Ok(captured) => {
+                if let (Some(bytes), Some(hash)) = (captured.content, captured.state.hash()) {
+                    let added = self.store_content(hash, bytes);
+                    *budget = budget.saturating_sub(added as u64);
+                    *queued += added;
+                    if *queued >= QUEUED_BLOB_BYTES {
+                        // Bound the memory of queued contents: wait for the writer.
+                        *queued = 0;
+                        block_on_barrier(&self.store);
+                    }
+                }
+                if let Some(key) = captured.key {
+                    lock(&self.cache.inner)
+                        .known
+                        .insert(id.clone(), (key, captured.state.clone()));
+                }
+                captured.state
+            }
+            Err(e) => FileState::File {
+                mode: key.mode,
+                size: key.size,
+                hash: None,
+                not_captured: Some(format!("it could not be read: {e}")),
+            },
+        }
+    }
+
+    /// After a shell command: walk again, record every path whose state changed (added,
+    /// modified, deleted), and drop the pending manifest. Blocking.
+    pub fn after_command(&self, turn_id: &str, baseline: CommandBaseline) {
+        let CommandBaseline {
+            manifest,
+            walk: before_walk,
+            tool_call_id,
+        } = baseline;
+        self.record_changes_since(turn_id, &manifest, Some(&before_walk));
+        self.store
+            .clear_pending_scan(&self.session_id, &tool_call_id);
+    }
+
+    fn record_changes_since(
+        &self,
+        turn_id: &str,
+        manifest: &BTreeMap<EntryId, FileState>,
+        before_walk: Option<&Walk>,
+    ) {
+        let now = self.workspace.walk_for_snapshot();
+        let before_started = before_walk
+            .and_then(|w| w.started)
+            .unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+        let mut budget = COMMAND_CAPTURE_BUDGET_BYTES;
+        let mut queued = 0usize;
+        // Deleted first, deepest first, so a rewind's records read naturally; order does not
+        // matter to the rewind itself.
+        for (id, before) in manifest.iter().rev() {
+            if !now.entries.contains_key(id) && *before != FileState::Absent {
+                self.record(turn_id, id, before, Some(&FileState::Absent));
+                lock(&self.cache.inner).known.remove(id);
+            }
+        }
+        for (id, key) in &now.entries {
+            let before = manifest.get(id);
+            let unchanged_key = before_walk
+                .and_then(|w| w.entries.get(id))
+                .is_some_and(|k| {
+                    // A file too large to capture cannot be compared by content: its
+                    // metadata is all there is, racy or not.
+                    k == key
+                        && (!k.racy(before_started)
+                            || key.size > crate::workspace::snapshot::MAX_CAPTURED_FILE_BYTES)
+                });
+            if unchanged_key {
+                continue;
+            }
+            let after = self.state_of(id, key, &now, &mut budget, &mut queued);
+            let before = before.cloned().unwrap_or(FileState::Absent);
+            // (A folder whose times changed because its entries did is the same folder.)
+            if before.same_as(&after) {
+                continue;
+            }
+            self.record(turn_id, id, &before, Some(&after));
+        }
+    }
+
+    /// Manifests left pending by a crash: what changed since each is attributed to its turn,
+    /// then it is dropped. Runs once per session, before its first turn or rewind.
+    pub async fn settle(&self) {
+        if std::mem::replace(&mut lock(&self.cache.inner).settled, true) {
+            return;
+        }
+        let Ok(scans) = self.store.pending_scans(&self.session_id).await else {
+            return;
+        };
+        for scan in scans {
+            let blobs = self
+                .store
+                .blobs(&self.session_id, vec![scan.manifest.clone()])
+                .await
+                .unwrap_or_default();
+            let manifest: Option<Manifest> = blobs
+                .get(&scan.manifest)
+                .and_then(|b| serde_json::from_slice(b).ok());
+            if let Some(manifest) = manifest {
+                let entries: BTreeMap<EntryId, FileState> = manifest
+                    .entries
+                    .into_iter()
+                    .map(|e| {
+                        (
+                            EntryId {
+                                root: e.root,
+                                relative: e.path.into(),
+                            },
+                            e.state,
+                        )
+                    })
+                    .collect();
+                let recorder = self.clone();
+                let turn_id = scan.turn_id.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    recorder.record_changes_since(&turn_id, &entries, None);
+                })
+                .await;
+            }
+            self.store
+                .clear_pending_scan(&self.session_id, &scan.tool_call_id);
+        }
+    }
+}
+
+/// Wait for the store's writer from a blocking thread (the walk runs on the blocking pool).
+fn block_on_barrier(store: &Store) {
+    let store = store.clone();
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        let _ = handle.block_on(store.barrier(crate::store::Durability::Normal));
+    }
+}
+
+/// `a/./b` as `a/b`: records are keyed by the plain relative path.
+fn normalized(relative: &std::path::Path) -> std::path::PathBuf {
+    relative
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
+}

@@ -1,0 +1,482 @@
+//! Workspace snapshots for checkpoints: what the `ignore` walk sees in the roots (files,
+//! folders, symlinks, with their metadata), the state of one path as a checkpoint stores it, and
+//! the confined operations that put a path back into a recorded state.
+//!
+//! Invariants: every read and every change goes through a root's `cap_std` handle, and a change
+//! happens only in a parent folder whose real location (the kernel's path of the open folder)
+//! is exactly the recorded one, so a folder swapped for a link since the turn cannot send a
+//! restore elsewhere; `.git` and protected paths are never walked and never changed.
+//! Does not: know sessions, turns or the store (the engine's `checkpoint` module does), or hash
+//! file contents ([`content_hash`] is the one function it offers for that).
+
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt, Permissions, PermissionsExt};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{cap_path, write::temp_name, Workspace};
+
+/// Files larger than this are not captured: their change is listed, not restorable.
+pub const MAX_CAPTURED_FILE_BYTES: u64 = 5 * 1024 * 1024;
+
+/// The most entries one walk records; past it the walk stops and says so (a model that makes a
+/// million files cannot make tandem hold a million entries).
+pub const MAX_WALK_ENTRIES: usize = 200_000;
+
+/// How recently changed a file may be and still have its cached content trusted: file times
+/// have a coarse granularity (a few milliseconds on ext4, two seconds on FAT), so a file written
+/// twice within one tick keeps its size and times. Such a file is read again at the next walk
+/// (git's "racily clean" rule).
+const RACY_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// One path of a root: the root's index and the path relative to it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EntryId {
+    pub root: usize,
+    pub relative: PathBuf,
+}
+
+/// What a path holds, as a checkpoint records it (before or after a change).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum FileState {
+    Absent,
+    File {
+        mode: u32,
+        size: u64,
+        /// The content's [`content_hash`]; `None` when it was not captured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hash: Option<String>,
+        /// Why the content was not captured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        not_captured: Option<String>,
+    },
+    Dir {
+        mode: u32,
+    },
+    Symlink {
+        target: String,
+    },
+}
+
+impl FileState {
+    /// Whether a path in state `self` is known to equal `other`: a file whose content was not
+    /// captured equals nothing, because nobody can tell.
+    pub fn same_as(&self, other: &FileState) -> bool {
+        match (self, other) {
+            (
+                FileState::File {
+                    mode: a_mode,
+                    hash: Some(a),
+                    ..
+                },
+                FileState::File {
+                    mode: b_mode,
+                    hash: Some(b),
+                    ..
+                },
+            ) => a == b && (a_mode & 0o7777) == (b_mode & 0o7777),
+            (FileState::File { .. }, FileState::File { .. }) => false,
+            (FileState::Dir { mode: a }, FileState::Dir { mode: b }) => {
+                (a & 0o7777) == (b & 0o7777)
+            }
+            (a, b) => a == b,
+        }
+    }
+
+    pub fn hash(&self) -> Option<&str> {
+        match self {
+            FileState::File { hash, .. } => hash.as_deref(),
+            _ => None,
+        }
+    }
+
+    pub fn not_captured(&self) -> Option<&str> {
+        match self {
+            FileState::File { not_captured, .. } => not_captured.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// The SHA-256 of `bytes` in lowercase hex: the key contents are stored under.
+pub fn content_hash(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for byte in digest.iter() {
+        out.push(char::from_digit(u32::from(byte >> 4), 16).unwrap_or('0'));
+        out.push(char::from_digit(u32::from(byte & 0xf), 16).unwrap_or('0'));
+    }
+    out
+}
+
+/// The metadata a walk compares to tell that an entry did not change without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatKey {
+    pub kind: StatKind,
+    pub mode: u32,
+    pub size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    ino: u64,
+    dev: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatKind {
+    File,
+    Dir,
+    Symlink,
+    /// A FIFO, socket or device: never read, never restored.
+    Other,
+}
+
+/// Builds a [`StatKey`] from either metadata type: the standard library's (the walk) and
+/// cap-std's (a confined open), whose `MetadataExt` traits have the same methods.
+macro_rules! stat_key {
+    ($meta:expr) => {{
+        let meta = $meta;
+        let file_type = meta.file_type();
+        let kind = if file_type.is_symlink() {
+            StatKind::Symlink
+        } else if file_type.is_dir() {
+            StatKind::Dir
+        } else if file_type.is_file() {
+            StatKind::File
+        } else {
+            StatKind::Other
+        };
+        StatKey {
+            kind,
+            mode: meta.mode(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+            ino: meta.ino(),
+            dev: meta.dev(),
+        }
+    }};
+}
+
+impl StatKey {
+    pub fn of(meta: &std::fs::Metadata) -> StatKey {
+        use std::os::unix::fs::MetadataExt;
+        stat_key!(meta)
+    }
+
+    fn of_cap(meta: &cap_std::fs::Metadata) -> StatKey {
+        use cap_std::fs::MetadataExt;
+        stat_key!(meta)
+    }
+
+    /// Whether the entry changed so recently before `since` that equal metadata does not prove
+    /// equal content (see [`RACY_WINDOW`]).
+    pub fn racy(&self, since: SystemTime) -> bool {
+        let threshold = since
+            .checked_sub(RACY_WINDOW)
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs() as i64);
+        self.ctime.0 >= threshold || self.mtime.0 >= threshold
+    }
+}
+
+/// What one walk saw: every entry with its metadata, sorted (a folder before what it holds).
+#[derive(Debug, Default)]
+pub struct Walk {
+    pub entries: BTreeMap<EntryId, StatKey>,
+    /// When the walk started (for [`StatKey::racy`]).
+    pub started: Option<SystemTime>,
+    /// Set when the walk stopped at [`MAX_WALK_ENTRIES`].
+    pub truncated: bool,
+}
+
+impl Workspace {
+    /// Walk every root the way the search tools do (`.gitignore`, `.ignore` and git's excludes
+    /// honoured, in git repositories and other folders alike), hidden files included, `.git`
+    /// and protected paths left out, links not followed.
+    pub fn walk_for_snapshot(&self) -> Walk {
+        let started = SystemTime::now();
+        let mut walk = Walk {
+            started: Some(started),
+            ..Walk::default()
+        };
+        for (root, root_path) in self.roots().iter().enumerate() {
+            let mut builder = ignore::WalkBuilder::new(root_path);
+            builder
+                .hidden(false)
+                .follow_links(false)
+                .require_git(false)
+                .filter_entry(|entry| entry.file_name() != ".git");
+            for entry in builder.build() {
+                let Ok(entry) = entry else { continue };
+                let Ok(relative) = entry.path().strip_prefix(root_path) else {
+                    continue;
+                };
+                if relative.as_os_str().is_empty() {
+                    continue;
+                }
+                if self.protected_reason(root, relative).is_some() {
+                    continue;
+                }
+                let Ok(meta) = entry.metadata() else { continue };
+                if walk.entries.len() >= MAX_WALK_ENTRIES {
+                    walk.truncated = true;
+                    return walk;
+                }
+                walk.entries.insert(
+                    EntryId {
+                        root,
+                        relative: relative.to_path_buf(),
+                    },
+                    StatKey::of(&meta),
+                );
+            }
+        }
+        walk
+    }
+
+    /// The state of one path now, reading a file's content when `read` allows it (`None` for
+    /// the content of a file over [`MAX_CAPTURED_FILE_BYTES`] or one that cannot be read: then
+    /// the state says why). The metadata returned is the open file's own, so content and key
+    /// belong together; `racy` is true when the file changed while it was read.
+    pub fn capture(&self, id: &EntryId) -> io::Result<Captured> {
+        let dir = self.root_dir(id.root);
+        let rel = cap_path(&id.relative);
+        let meta = match dir.symlink_metadata(rel) {
+            Ok(meta) => meta,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return Ok(Captured {
+                    state: FileState::Absent,
+                    key: None,
+                    content: None,
+                })
+            }
+            Err(e) => return Err(e),
+        };
+        let file_type = meta.file_type();
+        if file_type.is_dir() {
+            return Ok(Captured {
+                state: FileState::Dir {
+                    mode: meta.permissions().mode(),
+                },
+                key: Some(StatKey::of_cap(&meta)),
+                content: None,
+            });
+        }
+        if file_type.is_symlink() {
+            let target = self.read_link_confined(id)?;
+            return Ok(Captured {
+                state: FileState::Symlink {
+                    target: target.to_string_lossy().into_owned(),
+                },
+                key: Some(StatKey::of_cap(&meta)),
+                content: None,
+            });
+        }
+        if !file_type.is_file() {
+            return Ok(Captured {
+                state: FileState::File {
+                    mode: meta.permissions().mode(),
+                    size: 0,
+                    hash: None,
+                    not_captured: Some("not a regular file (a FIFO, socket or device)".to_owned()),
+                },
+                key: None,
+                content: None,
+            });
+        }
+        let mut options = OpenOptions::new();
+        options
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+        let mut file = dir.open_with(rel, &options)?;
+        let before = file.metadata()?;
+        let mode = before.permissions().mode();
+        let size = before.len();
+        if !before.is_file() || size > MAX_CAPTURED_FILE_BYTES {
+            let why = if before.is_file() {
+                format!("over 5 MiB ({size} bytes): its content was not captured")
+            } else {
+                "not a regular file: its content was not captured".to_owned()
+            };
+            return Ok(Captured {
+                state: FileState::File {
+                    mode,
+                    size,
+                    hash: None,
+                    not_captured: Some(why),
+                },
+                key: None,
+                content: None,
+            });
+        }
+        let mut bytes = Vec::with_capacity(size as usize);
+        (&mut file)
+            .take(MAX_CAPTURED_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)?;
+        let key = StatKey::of_cap(&file.metadata()?);
+        let changed_while_read = key != StatKey::of_cap(&before);
+        if bytes.len() as u64 > MAX_CAPTURED_FILE_BYTES {
+            return Ok(Captured {
+                state: FileState::File {
+                    mode,
+                    size: bytes.len() as u64,
+                    hash: None,
+                    not_captured: Some(
+                        "over 5 MiB: it grew while it was read, so its content was not captured"
+                            .to_owned(),
+                    ),
+                },
+                key: None,
+                content: None,
+            });
+        }
+        let hash = content_hash(&bytes);
+        Ok(Captured {
+            state: FileState::File {
+                mode,
+                size: bytes.len() as u64,
+                hash: Some(hash),
+                not_captured: None,
+            },
+            key: (!changed_while_read).then_some(key),
+            content: Some(bytes),
+        })
+    }
+
+    fn read_link_confined(&self, id: &EntryId) -> io::Result<PathBuf> {
+        let (parent, name) = self.open_parent(id)?;
+        let target = rustix::fs::readlinkat(&parent, name.as_os_str(), Vec::new())?;
+        let target: std::ffi::OsString =
+            std::os::unix::ffi::OsStringExt::from_vec(target.into_bytes());
+        Ok(PathBuf::from(target))
+    }
+
+    /// The parent folder of `id`, opened through the root's handle, and the entry's name;
+    /// refused unless the folder really is where the path says (no link on the way).
+    fn open_parent(&self, id: &EntryId) -> io::Result<(Dir, PathBuf)> {
+        let name = id
+            .relative
+            .file_name()
+            .map(PathBuf::from)
+            .ok_or_else(|| io::Error::other("a path without a name"))?;
+        let parent_rel = id.relative.parent().unwrap_or(Path::new(""));
+        let root_dir = self.root_dir(id.root);
+        let parent = if parent_rel.as_os_str().is_empty() {
+            root_dir.try_clone()?
+        } else {
+            root_dir.open_dir(parent_rel)?
+        };
+        use std::os::fd::{AsFd, AsRawFd};
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", parent.as_fd().as_raw_fd()))?;
+        let expected = self.roots()[id.root].join(parent_rel);
+        if real != expected {
+            return Err(io::Error::other(format!(
+                "the folder `{}` is not where it was (a link or a move replaced it)",
+                parent_rel.display()
+            )));
+        }
+        Ok((parent, name))
+    }
+
+    /// Put `id` into `target`: remove what is there if it is of another kind (a folder only
+    /// when empty), then write the file (atomically, with its mode), make the folder or the
+    /// link. `content` is the file's bytes for a [`FileState::File`] target.
+    pub fn restore_entry(
+        &self,
+        id: &EntryId,
+        target: &FileState,
+        content: Option<&[u8]>,
+    ) -> Result<(), String> {
+        if let Some(why) = self.protected_reason(id.root, &id.relative) {
+            return Err(format!("protected: {why}"));
+        }
+        let (parent, name) = self.open_parent(id).map_err(|e| e.to_string())?;
+        let current = parent.symlink_metadata(&name);
+        let current_kind = match &current {
+            Ok(meta) if meta.is_dir() => Some(StatKind::Dir),
+            Ok(meta) if meta.file_type().is_symlink() => Some(StatKind::Symlink),
+            Ok(meta) if meta.is_file() => Some(StatKind::File),
+            Ok(_) => Some(StatKind::Other),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e.to_string()),
+        };
+        let wanted_kind = match target {
+            FileState::Absent => None,
+            FileState::File { .. } => Some(StatKind::File),
+            FileState::Dir { .. } => Some(StatKind::Dir),
+            FileState::Symlink { .. } => Some(StatKind::Symlink),
+        };
+        // Clear the way when the kind differs (a file stays in place for an atomic replace).
+        if current_kind.is_some()
+            && (current_kind != wanted_kind || current_kind == Some(StatKind::Symlink))
+        {
+            let removed = if current_kind == Some(StatKind::Dir) {
+                parent.remove_dir(&name)
+            } else {
+                parent.remove_file(&name)
+            };
+            removed.map_err(|e| match e.raw_os_error() {
+                Some(libc::ENOTEMPTY) | Some(libc::EEXIST) => {
+                    "a folder that holds files no checkpoint recorded (ignored or new ones) is in the way; move them and rewind again".to_owned()
+                }
+                _ => e.to_string(),
+            })?;
+        }
+        match target {
+            FileState::Absent => Ok(()),
+            FileState::Dir { mode } => {
+                if current_kind != Some(StatKind::Dir) {
+                    parent.create_dir(&name).map_err(|e| e.to_string())?;
+                }
+                parent
+                    .set_permissions(&name, Permissions::from_mode(*mode & 0o7777))
+                    .map_err(|e| e.to_string())
+            }
+            FileState::Symlink { target } => {
+                rustix::fs::symlinkat(target.as_str(), &parent, name.as_os_str())
+                    .map_err(|e| e.to_string())
+            }
+            FileState::File { mode, .. } => {
+                let Some(bytes) = content else {
+                    return Err("its content was not captured".to_owned());
+                };
+                let temp = temp_name(name.as_os_str());
+                let mut options = OpenOptions::new();
+                options.write(true).create_new(true);
+                let written = (|| -> io::Result<()> {
+                    let mut file = parent.open_with(&temp, &options)?;
+                    file.write_all(bytes)?;
+                    file.set_permissions(Permissions::from_mode(*mode & 0o7777))?;
+                    file.sync_all()?;
+                    drop(file);
+                    parent.rename(&temp, &parent, &name)
+                })();
+                if let Err(e) = written {
+                    let _ = parent.remove_file(&temp);
+                    return Err(e.to_string());
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// One path's state now, with the metadata that identifies it and the content read.
+#[derive(Debug)]
+pub struct Captured {
+    pub state: FileState,
+    /// `None` when the entry cannot be cached (it changed while read, or was not read).
+    pub key: Option<StatKey>,
+    pub content: Option<Vec<u8>>,
+}
