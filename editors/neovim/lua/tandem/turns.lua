@@ -19,7 +19,7 @@ end
 ---@type { sessionId: string, list: tandem.Checkpoint[] }?
 local cache = nil
 
--- Rewinds this client sent, by turnId: their `rewound` event needs no note of its own.
+-- Rewinds this client sent, by turnId (how many): their `rewound` events need no note of their own.
 local own_rewinds = {}
 
 --- The error of a checkpoint request for people: the server's message and kind, with the next step.
@@ -361,7 +361,7 @@ local function reload_restored(paths)
 end
 
 --- One line for the chat about a rewind.
-local function summary(what, restored, conversation)
+local function summary(what, restored, conversation, conflicts)
   local parts = {}
   if conversation then
     parts[#parts + 1] = 'the conversation now ends before it'
@@ -369,22 +369,26 @@ local function summary(what, restored, conversation)
   if #restored > 0 then
     parts[#parts + 1] = 'restored ' .. table.concat(restored, ', ')
   end
+  if (conflicts or 0) > 0 then
+    parts[#parts + 1] = ('%d path%s left as %s (below)'):format(conflicts, conflicts == 1 and '' or 's',
+      conflicts == 1 and 'it is' or 'they are')
+  end
   if #parts == 0 then
     parts[#parts + 1] = 'nothing to put back'
   end
   return ('⟲ %s: %s'):format(what, table.concat(parts, '; '))
 end
 
---- session/rewind, then the chat and buffers follow; conflicts are listed and force is offered.
---- done() runs once the rewind is over (after force, or after the user kept the conflicts).
+--- One session/rewind request: cb(res) after the chat dropped the rewound turns (when the
+--- conversation went back) and the restored files' buffers were reloaded; an error is shown.
 ---@param cp tandem.Checkpoint
 ---@param index integer
----@param restore 'files'|'conversation'|'both'
+---@param restore tandem.RestoreScope
 ---@param force boolean
----@param done? fun()
-function M.rewind(cp, index, restore, force, done)
+---@param cb fun(res: tandem.RewindResult)
+local function rewind_request(cp, index, restore, force, cb)
   local sid = S.session.sessionId
-  own_rewinds[cp.turnId] = true
+  own_rewinds[cp.turnId] = (own_rewinds[cp.turnId] or 0) + 1
   S.client:request('session/rewind', { sessionId = sid, turnId = cp.turnId, restore = restore, force = force },
     function(err, res)
       if err then
@@ -399,47 +403,86 @@ function M.rewind(cp, index, restore, force, done)
         ui().drop_turns(cp.turnId)
       end
       reload_restored(res.restored or {})
-      local what = ('%s %s (%s)'):format(force and 'forced undo of' or 'undid', label(cp, index), restore)
-      ui().line(summary(what, res.restored or {}, res.conversationRewound), 'Special')
-      M.refresh()
-      local conflicts = res.conflicts or {}
-      if #conflicts == 0 then
-        notify((summary(what, res.restored or {}, res.conversationRewound):gsub('^⟲ ', '')))
-        if done then
-          done()
-        end
-        return
+      cb(res)
+    end)
+end
+
+--- Put the session back to just before a turn (session/rewind), then done().
+---
+--- Files go back first, on their own: a conflict (a path changed since the turn) is listed and
+--- force is offered, and a forced rewind must still name the turn, which a conversation rewind
+--- takes out of the conversation. So `both` is a `files` rewind (and its forced repeat), then a
+--- `conversation` one. The chat gets one line at the end (after the rewound turns were dropped,
+--- which takes every line below them): what was restored and each path left alone, with why.
+---@param cp tandem.Checkpoint
+---@param index integer
+---@param restore tandem.RestoreScope
+---@param done? fun() runs after the last step (not after an error)
+function M.rewind(cp, index, restore, done)
+  local restored, conflicts, forced = {}, {}, false
+
+  local function finish(conversation)
+    local what = ('%s %s (%s)'):format(forced and 'forced undo of' or 'undid', label(cp, index), restore)
+    local text = summary(what, restored, conversation, #conflicts)
+    local lines = { text }
+    for _, c in ipairs(conflicts) do
+      lines[#lines + 1] = ('! not restored: %s — %s'):format(c.path, c.reason)
+    end
+    ui().line(lines[1], 'Special')
+    if #lines > 1 then
+      ui().line(table.concat(vim.list_slice(lines, 2), '\n'), 'WarningMsg')
+    end
+    notify((text:gsub('^⟲ ', '')), #conflicts > 0 and vim.log.levels.WARN or nil)
+    M.refresh()
+    if done then
+      done()
+    end
+  end
+
+  local function conversation_step()
+    if restore == 'files' then
+      return finish(false)
+    end
+    rewind_request(cp, index, 'conversation', false, function(res)
+      finish(res.conversationRewound)
+    end)
+  end
+
+  if restore == 'conversation' then
+    return conversation_step()
+  end
+  rewind_request(cp, index, 'files', false, function(res)
+    vim.list_extend(restored, res.restored or {})
+    conflicts = res.conflicts or {}
+    if #conflicts == 0 then
+      return conversation_step()
+    end
+    local listed = vim.tbl_map(function(c)
+      return ('%s — %s'):format(c.path, c.reason)
+    end, conflicts)
+    notify(('%d path%s not restored, changed since the turn:\n%s'):format(#conflicts,
+      #conflicts == 1 and ' was' or 's were', table.concat(listed, '\n')), vim.log.levels.WARN)
+    vim.ui.select({ 'force', 'keep' }, {
+      prompt = ('%d path%s changed since %s (%s): put %s back anyway?'):format(#conflicts, #conflicts == 1 and '' or 's',
+        label(cp, index), table.concat(vim.tbl_map(function(c)
+          return c.path
+        end, conflicts), ', '), #conflicts == 1 and 'it' or 'them'),
+      format_item = function(item)
+        return item == 'force' and 'Force: put them back anyway (overwrites those changes)'
+          or 'Keep: leave them as they are now'
+      end,
+    }, function(choice)
+      if choice ~= 'force' then
+        return conversation_step()
       end
-      local lines = {}
-      for _, c in ipairs(conflicts) do
-        lines[#lines + 1] = ('! not restored: %s — %s'):format(c.path, c.reason)
-      end
-      ui().line(table.concat(lines, '\n'), 'WarningMsg')
-      local listed = table.concat(lines, '\n'):gsub('! not restored: ', '')
-      notify(('%d path%s not restored:\n%s'):format(#conflicts, #conflicts == 1 and ' was' or 's were', listed),
-        vim.log.levels.WARN)
-      if force then
-        if done then
-          done()
-        end
-        return
-      end
-      vim.ui.select({ 'force', 'keep' }, {
-        prompt = ('%d path%s changed since the turn (listed above): put %s back anyway?'):format(#conflicts,
-          #conflicts == 1 and '' or 's', #conflicts == 1 and 'it' or 'them'),
-        format_item = function(item)
-          return item == 'force' and 'Force: put them back anyway (overwrites those changes)'
-            or 'Keep: leave them as they are now'
-        end,
-      }, function(choice)
-        if choice == 'force' then
-          -- The conversation went with the first answer; only the files are left to put back.
-          M.rewind(cp, index, res.conversationRewound and 'files' or restore, true, done)
-        elseif done then
-          done()
-        end
+      rewind_request(cp, index, 'files', true, function(forced_res)
+        forced = true
+        vim.list_extend(restored, forced_res.restored or {})
+        conflicts = forced_res.conflicts or {}
+        conversation_step()
       end)
     end)
+  end)
 end
 
 --- :Tandem undo [turn]: ask what to put back, then rewind to just before the turn.
@@ -454,7 +497,7 @@ function M.undo(arg)
       end,
     }, function(choice)
       if choice then
-        M.rewind(cp, index, choice.restore, false)
+        M.rewind(cp, index, choice.restore)
       end
     end)
   end)
@@ -477,7 +520,7 @@ function M.edit(arg)
       if input == nil or vim.trim(input) == '' then
         return
       end
-      M.rewind(cp, index, 'both', false, function()
+      M.rewind(cp, index, 'both', function()
         require('tandem.session').prompt(input, context)
       end)
     end)
@@ -548,8 +591,10 @@ end
 ---@param ev table
 function M.on_rewound(ev)
   local conversation = ev.restore == 'conversation' or ev.restore == 'both'
-  local ours = own_rewinds[ev.turnId]
-  own_rewinds[ev.turnId] = nil
+  local ours = (own_rewinds[ev.turnId] or 0) > 0
+  if ours then
+    own_rewinds[ev.turnId] = own_rewinds[ev.turnId] > 1 and own_rewinds[ev.turnId] - 1 or nil
+  end
   local dropped = conversation and ev.turnId and ui().drop_turns(ev.turnId) or 0
   if not ours then
     reload_restored(ev.files or {})
