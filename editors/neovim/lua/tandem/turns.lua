@@ -262,6 +262,10 @@ function M.open_diff(title, files)
 
   --- Show files[i] in the pair: its texts in diff mode, or a note when it has no text to compare.
   function view.show(i)
+    if not (vim.api.nvim_win_is_valid(view.old_win) and vim.api.nvim_win_is_valid(view.new_win)) then
+      notify('this turn diff\'s windows were closed: :Tandem diff opens it again.', vim.log.levels.WARN)
+      return
+    end
     local f = files[i]
     view.current = i
     local ft = vim.filetype.match({ filename = f.path }) or ''
@@ -284,12 +288,11 @@ function M.open_diff(title, files)
       vim.api.nvim_win_call(win, function()
         vim.cmd(has_text(f) and 'diffthis' or 'diffoff')
       end)
-      vim.wo[win].winbar = (win == view.old_win and 'before: ' or 'after: ') .. f.path
-    end
-    -- :diffthis folds unchanged text: show every line, keeping the synchronized scrolling.
-    for _, win in ipairs({ view.old_win, view.new_win }) do
-      require('tandem.window').safe(win, { scrollbind = has_text(f), cursorbind = has_text(f), wrap = false,
-        winbar = vim.wo[win].winbar })
+      -- :diffthis folds unchanged text: show every line, keeping the synchronized scrolling.
+      require('tandem.window').safe(win, { scrollbind = has_text(f), cursorbind = has_text(f), wrap = false })
+      -- The bar is this window's only (a plain vim.wo would set the global value too).
+      vim.api.nvim_set_option_value('winbar', ((win == view.old_win) and 'before: ' or 'after: ') .. f.path:gsub('%%', '%%%%'),
+        { win = win, scope = 'local' })
     end
     -- Mark the file shown in the list.
     vim.bo[view.list_buf].modifiable = true
