@@ -25,7 +25,7 @@ end, {
 -- names mirror require('tandem.commands').actions (a test checks they agree); the module loads
 -- only when a mapping is used.
 for _, action in ipairs({ 'prompt', 'chat', 'stop', 'steer', 'model', 'mode', 'network', 'add', 'sessions', 'resume',
-  'approvals', 'retry', 'new', 'restart', 'status', 'close', 'mcp' }) do
+  'approvals', 'retry', 'new', 'restart', 'status', 'close', 'mcp', 'diff', 'undo', 'edit', 'fork' }) do
   local plug = '<Plug>(Tandem' .. action:sub(1, 1):upper() .. action:sub(2) .. ')'
   vim.keymap.set('n', plug, function()
     require('tandem.commands').actions[action].fn()
@@ -57,4 +57,12 @@ for action, plug in pairs({ once = 'Once', always_tool = 'AlwaysTool', always_co
   vim.keymap.set('n', '<Plug>(TandemApproval' .. plug .. ')', function()
     require('tandem.approval').run(action)
   end, { desc = 'tandem: approval ' .. action })
+end
+
+-- <Plug>(TandemTurn…): the chat's turn keys (d u e f by default; keymaps.turn maps them) act on the
+-- turn whose prompt holds the cursor: its diff, undo it, edit and resend it, fork before it.
+for action, plug in pairs({ diff = 'Diff', undo = 'Undo', edit = 'Edit', fork = 'Fork' }) do
+  vim.keymap.set('n', '<Plug>(TandemTurn' .. plug .. ')', function()
+    require('tandem.turns').at_cursor(action)
+  end, { desc = 'tandem: ' .. action .. ' the turn under the cursor' })
 end

@@ -15,6 +15,17 @@ end
 local function approval()
   return require('tandem.approval')
 end
+local function turns()
+  return require('tandem.turns')
+end
+
+--- Completion of a [turn] argument: indices and turn ids from session/checkpoints.
+local function complete_turn(lead, words)
+  if #words > 3 then
+    return {}
+  end
+  return turns().complete(lead)
+end
 
 --- Candidates of `list` that start with `lead`.
 ---@param list string[]
@@ -175,6 +186,34 @@ M.subcommands = {
       return require('tandem.mcp').complete(lead, words)
     end,
   },
+  diff = {
+    desc = 'a tab with what a turn changed (default: the last turn; [turn]: its id or its number from the oldest)',
+    impl = function(rest)
+      turns().diff(rest)
+    end,
+    complete = complete_turn,
+  },
+  undo = {
+    desc = 'put the session back to before a turn: files, conversation or both (default: the last turn)',
+    impl = function(rest)
+      turns().undo(rest)
+    end,
+    complete = complete_turn,
+  },
+  edit = {
+    desc = 'edit a prompt (default: the last one) and resend it in place of that turn',
+    impl = function(rest)
+      turns().edit(rest)
+    end,
+    complete = complete_turn,
+  },
+  fork = {
+    desc = 'a new session with the history before [turn] (without it: the whole history), opened here',
+    impl = function(rest)
+      turns().fork(rest)
+    end,
+    complete = complete_turn,
+  },
   status = {
     desc = 'show model, mode, network, gauge and state',
     impl = function()
@@ -243,6 +282,10 @@ M.actions = {
   status = { plug = 'TandemStatus', desc = 'show the status', fn = function() M.subcommands.status.impl('', {}) end },
   close = { plug = 'TandemClose', desc = 'close the chat', fn = function() ui().close() end },
   mcp = { plug = 'TandemMcp', desc = "list the session's MCP servers", fn = function() session.mcp() end },
+  diff = { plug = 'TandemDiff', desc = 'the last turn\'s diff', fn = function() turns().diff('') end },
+  undo = { plug = 'TandemUndo', desc = 'undo the last turn', fn = function() turns().undo('') end },
+  edit = { plug = 'TandemEdit', desc = 'edit and resend the last prompt', fn = function() turns().edit('') end },
+  fork = { plug = 'TandemFork', desc = 'fork the session', fn = function() turns().fork('') end },
 }
 
 --- keymaps.global = { action = lhs } of setup(): each lhs maps to the action's <Plug>.

@@ -20,6 +20,7 @@ local M = {}
 ---@field chat? { prompt?: string|false, steer?: string|false, stop?: string|false, model?: string|false, mode?: string|false, approvals?: string|false, close?: string|false }
 ---@field approval? { once?: string, always_tool?: string, always_command?: string, deny?: string, edit?: string, diff?: string, hide?: string }
 ---@field mcp? { trust?: string|false, refresh?: string|false, close?: string|false } keys of the :Tandem mcp list
+---@field turn? { diff?: string|false, undo?: string|false, edit?: string|false, fork?: string|false } chat keys on a turn's prompt
 
 ---@class tandem.Config The setup() table; every field is optional.
 ---@field cmd? string[]|string the server command (a string is a binary path: { path, 'serve' })
@@ -107,6 +108,14 @@ M.defaults = {
       trust = 't',
       refresh = 'r',
       close = 'q',
+    },
+    -- Keys in the chat on a turn's prompt ("━━ You ━━" and the lines under it): its diff, undo
+    -- it, edit and resend it, fork before it. Elsewhere in the chat the keys keep their meaning.
+    turn = {
+      diff = 'd',
+      undo = 'u',
+      edit = 'e',
+      fork = 'f',
     },
   },
   -- How long (ms) to wait for the server to answer before reporting it as unresponsive.

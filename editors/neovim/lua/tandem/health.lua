@@ -58,6 +58,10 @@ function M.check()
     jsonrpc = '2.0', id = 1, method = 'initialize',
     params = { protocolVersion = tandem.PROTOCOL_VERSION, clientInfo = { name = 'tandem.nvim-health' } },
   })
+  -- A session id no store holds: a server with checkpoints answers unknownSession, an older one
+  -- methodNotFound.
+  local checkpoints = vim.json.encode({ jsonrpc = '2.0', id = 3, method = 'session/checkpoints',
+    params = { sessionId = 's_checkhealth' } })
   local shutdown = vim.json.encode({ jsonrpc = '2.0', id = 2, method = 'shutdown' })
   local argv = vim.deepcopy(cmd)
   argv[1] = path
@@ -67,7 +71,7 @@ function M.check()
     health.error(env_err)
     return
   end
-  local hs, err = run(argv, init .. '\n' .. shutdown .. '\n', 10000, env)
+  local hs, err = run(argv, init .. '\n' .. checkpoints .. '\n' .. shutdown .. '\n', 10000, env)
   if not hs then
     health.error('could not run the server for a handshake: ' .. tostring(err))
     return
@@ -105,7 +109,27 @@ function M.check()
   else
     health.info('no session store in this server build: :Tandem sessions is unavailable')
   end
+  M.check_checkpoints(health, hs.stdout or '')
   M.check_mcp(health)
+end
+
+--- Checkpoints (:Tandem diff, undo, edit, fork): whether the server answered session/checkpoints
+--- (id 3 of the handshake) as a method it knows.
+function M.check_checkpoints(health, stdout)
+  for line in stdout:gmatch('[^\n]+') do
+    local ok, msg = pcall(vim.json.decode, line, { luanil = { object = true, array = true } })
+    if ok and type(msg) == 'table' and msg.id == 3 then
+      if msg.error and msg.error.code == -32601 then
+        health.warn('this server has no checkpoints (session/checkpoints is not a method it knows): :Tandem diff, '
+          .. 'undo, edit and fork will fail', { 'Update tandem' })
+      else
+        health.ok('checkpoints: :Tandem diff, undo, edit and fork are available')
+      end
+      return
+    end
+  end
+  health.info('checkpoints: the server did not answer session/checkpoints before it shut down, so it is unknown '
+    .. 'whether :Tandem diff, undo, edit and fork work')
 end
 
 --- MCP servers: the open session's, as the plugin knows them; else those the config file and the

@@ -40,6 +40,7 @@ local function on_event(ev)
     S.running = false
     S.turn_id = nil
     approval().turn_ended()
+    require('tandem.turns').refresh() -- :Tandem diff <Tab> offers the new turn
   elseif t == 'modelSwitched' then
     S.session.model = ev.to
   elseif t == 'usage' then
@@ -80,6 +81,8 @@ local function on_event(ev)
   elseif t == 'mcpStatus' then
     require('tandem.mcp').on_event(ev)
     ui().refresh_bar() -- the winbar counts the ready MCP servers
+  elseif t == 'rewound' then
+    require('tandem.turns').on_rewound(ev)
   end
   vim.api.nvim_exec_autocmds('User', { pattern = 'TandemEvent', modeline = false, data = ev })
 end
@@ -189,7 +192,7 @@ local function send_prompt(text, context)
     content = vim.list_extend({ { type = 'text', text = content } }, parts)
   end
   M.ensure_session(function()
-    ui().user_prompt(text, context, attached)
+    local turn = ui().user_prompt(text, context, attached)
     if #parts > 0 then
       -- The server replaces what the model cannot take by a placeholder: say so before it happens.
       local info = M.model_info(S.session.model) or {}
@@ -215,8 +218,10 @@ local function send_prompt(text, context)
           notify('prompt failed: ' .. rpc.format_error(err), vim.log.levels.ERROR)
         end
         ui().line('! prompt not sent: ' .. rpc.format_error(err), 'ErrorMsg')
+        ui().set_turn_id(turn, nil)
         return
       end
+      ui().set_turn_id(turn, res.turnId)
       S.turn_id = res.turnId
       S.running = true
     end)
@@ -564,7 +569,7 @@ end
 --- page fails (or the server repeats a cursor, or there are more than pages.MAX_PAGES pages),
 --- the pages that came are shown and an error says what is missing.
 ---@param id string the sessionId to resume
----@param opts? { max_pages?: integer }
+---@param opts? { max_pages?: integer, done?: fun() } done runs once the history is shown
 function M.load_session(id, opts)
   opts = opts or {}
   if not server_ready() then
@@ -618,6 +623,10 @@ function M.load_session(id, opts)
     end
     for _, ev in ipairs(held) do
       on_event(ev)
+    end
+    require('tandem.turns').refresh()
+    if opts.done then
+      opts.done()
     end
   end
 
@@ -773,6 +782,7 @@ function M.new_session()
   S.running = false
   S.turn_id = nil
   S.usage = nil
+  require('tandem.turns').reset()
   require('tandem.mcp').render()
   ui().line('· new session: it starts with your next prompt', 'Comment')
 end

@@ -14,6 +14,9 @@ M.ns = ns
 local buf = nil -- the chat buffer
 local stream = nil -- { kind = 'assistant'|'reasoning', start_mark, end_mark, text }
 local tools = {} -- toolCallId -> { header, tail, name, title, kind, mcp?, status, out_open }
+-- The turns shown, oldest first (see tandem.ChatTurn): where each starts, so a rewind can drop it
+-- and the turn keys (d u e f) know which turn the cursor is on.
+local turns = {}
 -- Foldable sections, each { start_mark, end_mark, kind = 'reasoning'|'diff' }: a reasoning block, or
 -- the diff of an applied edit. Each fold covers its own rows only (its header row and body).
 local folds = {}
@@ -55,7 +58,7 @@ function M.buffer()
   vim.bo[buf].swapfile = false
   vim.bo[buf].modifiable = false
   M.set_filetype(buf)
-  stream, tools, folds = nil, {}, {}
+  stream, tools, folds, turns = nil, {}, {}, {}
   M.apply_buffer_keymaps(buf)
   return buf
 end
@@ -314,7 +317,16 @@ local RENDER = {}
 
 function RENDER.turnStarted(ev)
   last_error_notice = nil
-  append({ '', '━━ tandem · ' .. (ev.model or '?') .. ' ━━' }, 'Title')
+  local row = append({ '', '━━ tandem · ' .. (ev.model or '?') .. ' ━━' }, 'Title')
+  if ev.turnId and not M.turn_by_id(ev.turnId) then
+    local last = turns[#turns]
+    if last and last.id == nil and not last.failed then
+      last.id = ev.turnId -- the prompt's answer has not named it yet
+    else
+      -- A turn this chat did not prompt (another client's): it starts at its own header.
+      M.add_turn({ id = ev.turnId, first = row, header = row + 1, last = row + 1 })
+    end
+  end
 end
 
 local delta_seen = false -- assistant text of the current message was streamed
@@ -498,6 +510,13 @@ end
 local last_error_notice = nil -- text of this turn's error notice; turnEnded repeats it in error.message
 
 function RENDER.notice(ev)
+  if ev.kind == 'rewound' then
+    -- History shows this where rewound turns were (a live rewind drops them instead).
+    append(vim.tbl_map(function(l)
+      return '⟲ ' .. l
+    end, split_lines(ev.text or 'rewound')), 'Comment')
+    return
+  end
   if ev.kind == 'error' then
     last_error_notice = ev.text
   end
@@ -538,7 +557,8 @@ function M.render(ev)
   end
 end
 
-function M.user_prompt(text, context, attached)
+--- Write a prompt's block; returns its first row, its header row and its last row (0-based).
+local function prompt_block(text, context, attached)
   local lines = { '', '━━ You ━━' }
   vim.list_extend(lines, split_lines(text))
   if context then
@@ -548,10 +568,132 @@ function M.user_prompt(text, context, attached)
   for _, path in ipairs(attached or {}) do
     table.insert(lines, '  + attached ' .. path)
   end
-  append(lines, nil)
+  local first = append(lines, nil)
   local b = M.buffer()
   local row = line_count() - #lines + 1
   vim.api.nvim_buf_set_extmark(b, ns, row, 0, { line_hl_group = 'Title' })
+  return first, row, line_count() - 1
+end
+
+--- Show a prompt under "━━ You ━━"; returns the turn it starts (its id is set once the server
+--- names it: set_turn_id, or the turn's turnStarted).
+---@param text string
+---@param context? string
+---@param attached? string[]
+---@param turn_id? string known for history
+---@return tandem.ChatTurn
+function M.user_prompt(text, context, attached, turn_id)
+  local first, header, last = prompt_block(text, context, attached)
+  return M.add_turn({ id = turn_id, first = first, header = header, last = last, text = text, context = context })
+end
+
+---@class tandem.ChatTurn A turn shown in the chat.
+---@field id? string its turnId (nil until the server names it)
+---@field text? string the prompt as typed here (nil for a turn from history or another client)
+---@field context? string the selection sent with it
+---@field failed? boolean the prompt was refused, so no turn exists
+---@field first_mark integer extmark on the turn's first row (the blank line above its header)
+---@field header_mark integer extmark on its header row ("━━ You ━━")
+---@field last_mark integer extmark on the last row of its prompt block
+
+--- Record a turn from its rows (0-based): first (where dropping it starts), header and last (the
+--- prompt block, where the turn keys act).
+---@param t { id?: string, first: integer, header: integer, last: integer, text?: string, context?: string }
+---@return tandem.ChatTurn
+function M.add_turn(t)
+  local turn = { id = t.id, text = t.text, context = t.context }
+  turn.first_mark = set_mark(t.first, nil, { right_gravity = false })
+  turn.header_mark = set_mark(t.header)
+  turn.last_mark = set_mark(t.last)
+  table.insert(turns, turn)
+  return turn
+end
+
+--- The server named the turn of a prompt (the `prompt` answer), or refused it (id nil).
+---@param turn tandem.ChatTurn
+---@param id? string
+function M.set_turn_id(turn, id)
+  turn.id = id
+  turn.failed = id == nil or nil
+end
+
+---@param id string
+---@return tandem.ChatTurn?
+function M.turn_by_id(id)
+  for _, t in ipairs(turns) do
+    if t.id == id then
+      return t
+    end
+  end
+end
+
+--- The turns shown, oldest first.
+---@return tandem.ChatTurn[]
+function M.turns()
+  return turns
+end
+
+--- The turn whose prompt block (its header and the prompt's lines) holds the 1-based row.
+---@param lnum integer
+---@return tandem.ChatTurn?
+function M.turn_at(lnum)
+  if not valid() then
+    return nil
+  end
+  local row = lnum - 1
+  for _, t in ipairs(turns) do
+    local h, l = mark_row(t.header_mark), mark_row(t.last_mark)
+    if h and l and row >= h and row <= l then
+      return t
+    end
+  end
+end
+
+--- Drop the turn `id` and every turn after it from the chat (a rewind of the conversation): the
+--- rows from that turn's first line to the end go. Returns how many turns were dropped (0 when
+--- the turn is not shown, for example because it was dropped already).
+---@param id string
+---@return integer
+function M.drop_turns(id)
+  local index
+  for i, t in ipairs(turns) do
+    if t.id == id then
+      index = i
+      break
+    end
+  end
+  if not index or not valid() then
+    return 0
+  end
+  local row = mark_row(turns[index].first_mark)
+  local dropped = #turns - index + 1
+  for i = #turns, index, -1 do
+    table.remove(turns, i)
+  end
+  stream, blank_row, delta_seen = nil, nil, false
+  with_modifiable(function(b)
+    -- The marks of the dropped rows go with them (a deleted row's mark would slide onto what follows).
+    vim.api.nvim_buf_clear_namespace(b, ns, row, -1)
+    if row == 0 then
+      vim.api.nvim_buf_set_lines(b, 0, -1, false, { '' })
+    else
+      vim.api.nvim_buf_set_lines(b, row, -1, false, {})
+    end
+  end)
+  -- Tool calls and folds of the dropped turns have no rows left.
+  local function alive(id_)
+    return id_ ~= nil and #vim.api.nvim_buf_get_extmark_by_id(buf, ns, id_, {}) > 0
+  end
+  for key, tc in pairs(tools) do
+    if not alive(tc.header) then
+      tools[key] = nil
+    end
+  end
+  folds = vim.tbl_filter(function(f)
+    return f.rows == nil and alive(f.start_mark) and alive(f.end_mark)
+  end, folds)
+  follow()
+  return dropped
 end
 
 --- The server and tool of a model-facing MCP tool name (`mcp__files__read_text_file`), for history
@@ -574,7 +716,13 @@ function M.load_history(res)
   for _, m in ipairs(res.messages or {}) do
     local text = m.text or ''
     if m.role == 'user' then
-      M.user_prompt(text)
+      -- A turn starts at its first message; its steering messages share its turnId.
+      if m.turnId and M.turn_by_id(m.turnId) then
+        prompt_block(text) -- a steering message: shown as before, not a turn of its own
+      else
+        local turn = M.user_prompt(text, nil, nil, m.turnId)
+        turn.failed = m.turnId == nil or nil -- no id to learn later
+      end
     elseif m.role == 'assistant' then
       if m.reasoning and m.reasoning ~= '' then
         stream_text('reasoning', m.reasoning)
@@ -607,7 +755,7 @@ function M.clear()
     vim.api.nvim_buf_clear_namespace(b, ns, 0, -1)
     vim.api.nvim_buf_set_lines(b, 0, -1, false, { '' })
   end)
-  stream, tools, folds, blank_row, deferred = nil, {}, {}, nil, {}
+  stream, tools, folds, blank_row, deferred, turns = nil, {}, {}, nil, {}, {}
 end
 
 -- Folding: reasoning blocks are closed folds (foldlevel 0), computed from their extmarks.
@@ -790,6 +938,23 @@ function M.apply_buffer_keymaps(b)
       vim.keymap.set('n', lhs, '<Plug>(' .. plug .. ')', { buffer = b, nowait = true, remap = true, desc = 'tandem: ' .. action })
     end
   end
+  -- The turn keys act on the turn whose prompt block holds the cursor; anywhere else the key
+  -- keeps its own meaning (`e` and `f` move the cursor), since a key mapping that starts its
+  -- result with its own key runs the built-in key (:help recursive_mapping).
+  for action, plug in pairs(M.TURN_PLUGS) do
+    local lhs = (config.options.keymaps.turn or {})[action]
+    if lhs then
+      vim.keymap.set('n', lhs, function()
+        if M.turn_at(vim.fn.line('.')) then
+          return '<Plug>(' .. plug .. ')'
+        end
+        return lhs
+      end, { buffer = b, expr = true, remap = true, desc = 'tandem: ' .. action .. ' the turn under the cursor' })
+    end
+  end
 end
+
+--- The <Plug> mapping of each turn key (keymaps.turn): it acts on the turn under the cursor.
+M.TURN_PLUGS = { diff = 'TandemTurnDiff', undo = 'TandemTurnUndo', edit = 'TandemTurnEdit', fork = 'TandemTurnFork' }
 
 return M

@@ -78,6 +78,7 @@ describe('server lifecycle', function()
     assert.truthy(text:find('OK config file readable', 1, true), text)
     assert.truthy(text:find('OK protocol handshake: tandem', 1, true), text)
     assert.truthy(text:find('models: mock, mock-2', 1, true), text)
+    assert.truthy(text:find('OK checkpoints: :Tandem diff, undo, edit and fork are available', 1, true), text)
   end)
 
   it(':checkhealth tandem reports a missing binary as an error', function()

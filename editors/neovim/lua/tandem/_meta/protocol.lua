@@ -113,7 +113,7 @@
 ---@field diff? tandem.DiffEntry[] the change written, with completed (write_file, edit_file)
 
 ---@class tandem.Notice: tandem.Event
----@field kind 'interrupted'|'error'|'retrying'|'warning'|'network'
+---@field kind 'interrupted'|'error'|'retrying'|'warning'|'network' (history adds 'model_switch', 'compacted', 'rewound')
 ---@field text string
 
 ---@class tandem.Usage: tandem.Event
@@ -152,6 +152,49 @@
 ---@field status tandem.McpServerStatus
 ---@field tools? string[] model-facing names, when ready
 ---@field error? string
+
+---@alias tandem.FileChange 'added'|'modified'|'deleted'
+---@alias tandem.RestoreScope 'files'|'conversation'|'both'
+
+---@class tandem.TurnFileDiff A path of turn/diff's `files`, in the order the turn first touched it.
+---@field path string
+---@field change tandem.FileChange
+---@field oldText? string nil for an added path, a folder, binary or not captured content
+---@field newText? string nil for a deleted path, a folder, binary or not captured content
+---@field unified string a unified diff, empty when a side is not text
+---@field binary? boolean
+---@field notCaptured? string why the content before the turn was not captured
+
+---@class tandem.TurnDiffResult
+---@field files tandem.TurnFileDiff[]
+
+---@class tandem.Checkpoint A turn of session/checkpoints (oldest first) as a rewind point.
+---@field turnId string
+---@field prompt string the text of the turn's prompt (with any attached file's text)
+---@field createdAt integer milliseconds since the epoch
+---@field files { path: string, change: tandem.FileChange }[] empty for a turn that changed nothing
+---@field filesRestored? boolean a `files` rewind put its changes back
+
+---@class tandem.CheckpointsResult
+---@field checkpoints tandem.Checkpoint[]
+
+---@class tandem.RewindParams
+---@field sessionId string
+---@field turnId string
+---@field restore tandem.RestoreScope
+---@field force? boolean put back paths changed since by someone else too
+
+---@class tandem.RewindResult
+---@field restored string[] paths put back
+---@field conflicts { path: string, reason: string }[] paths left alone (without force)
+---@field conversationRewound boolean
+
+---@class tandem.ForkResult session/fork's answer: the new session (open it with session/load).
+---@field sessionId string
+
+---@class tandem.Rewound: tandem.Event session/rewind put the session back to before `turnId`.
+---@field restore tandem.RestoreScope
+---@field files string[] the paths it restored
 
 ---@class tandem.RpcError A JSON-RPC error object.
 ---@field code integer
