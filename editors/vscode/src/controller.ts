@@ -743,9 +743,9 @@ export class Controller implements vscode.Disposable {
    * are conflicts: listed, with Force to put them back anyway. A running turn refuses a rewind: the user may stop it
    * and go on. Resolves undefined when nothing was rewound (the user did not stop the turn).
    *
-   * `both` is sent as two requests, `files` and then `conversation`: Force sends the files rewind of the turn again,
-   * and the server refuses that (`unknownTurn`) once the turn has left the conversation. A conflict's Force (or the
-   * user keeping the files) is settled between the two.
+   * `both` is sent as two requests, `files` and then `conversation`, so a conflict's Force (or the user keeping the
+   * files) is settled while the turn is still in the chat, before the conversation goes. (The server would also
+   * accept the forced files rewind after a `both`, for other clients.)
    */
   async rewindTo(turnId: string, restore: RestoreScope, prompt = this.promptText(turnId)): Promise<RewindResult | undefined> {
     const { client, sessionId } = this.requireSession();

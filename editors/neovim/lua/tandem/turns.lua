@@ -413,9 +413,9 @@ end
 --- Put the session back to just before a turn (session/rewind), then done().
 ---
 --- Files go back first, on their own: a conflict (a path changed since the turn) is listed and
---- force is offered, and a forced rewind must still name the turn, which a conversation rewind
---- takes out of the conversation. So `both` is a `files` rewind (and its forced repeat), then a
---- `conversation` one. The chat gets one line at the end (after the rewound turns were dropped,
+--- force is offered while the turn is still in the chat, so the user decides about their files
+--- before the conversation goes (the server would also take a forced files rewind afterwards).
+--- So `both` is a `files` rewind (and its forced repeat), then a `conversation` one. The chat gets one line at the end (after the rewound turns were dropped,
 --- which takes every line below them): what was restored and each path left alone, with why.
 ---@param cp tandem.Checkpoint
 ---@param index integer
