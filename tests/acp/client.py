@@ -779,7 +779,7 @@ async def checkpoints(args):
         resp = dump(await timed(conn.prompt(session_id=sid, prompt=text("after the rewind")), "prompt after the rewind"))
         check("the session goes on after the rewind", resp.get("stopReason") == "end_turn", resp)
         try:
-            await conn.ext_method("session/rewind", {"sessionId": sid, "turnId": turn, "restore": "files"})
+            await conn.ext_method("session/rewind", {"sessionId": sid, "turnId": turn, "restore": "conversation"})
             check("a rewound turn is unknown", False, "no error")
         except acp.RequestError as e:
             check("a rewound turn is unknown", "not a turn" in str(e), e)
