@@ -9,7 +9,6 @@
 //! Does not: know sessions, turns or the store (the engine's `checkpoint` module does), or hash
 //! file contents ([`content_hash`] is the one function it offers for that).
 
-use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 
 use std::path::{Path, PathBuf};
@@ -210,10 +209,11 @@ impl StatKey {
     }
 }
 
-/// What one walk saw: every entry with its metadata, sorted (a folder before what it holds).
+/// What one walk saw: every entry with its metadata, sorted by id (a folder before what it
+/// holds), so two walks compare by one merge, without a lookup per entry.
 #[derive(Debug, Default)]
 pub struct Walk {
-    pub entries: BTreeMap<EntryId, StatKey>,
+    pub entries: Vec<(EntryId, StatKey)>,
     /// When the walk started (for [`StatKey::racy`]).
     pub started: Option<SystemTime>,
     /// Set when the walk stopped at [`MAX_WALK_ENTRIES`].
@@ -294,11 +294,12 @@ impl Workspace {
                 })
             });
         }
-        let collected = collected
+        let mut entries = collected
             .into_inner()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Walk {
-            entries: collected.into_iter().collect(),
+            entries,
             started: Some(started),
             truncated: truncated.into_inner(),
         }

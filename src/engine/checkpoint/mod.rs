@@ -20,11 +20,11 @@ mod rewind;
 
 pub use rewind::{RewindOutcome, RewindPlanError};
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use crate::store::{CheckpointFileRecord, PendingScan, Store};
-use crate::workspace::snapshot::{EntryId, FileState, StatKey, Walk};
+use crate::workspace::snapshot::{EntryId, FileState, StatKey};
 use crate::workspace::{Workspace, WorkspacePath};
 
 use super::conversation::lock;
@@ -54,11 +54,20 @@ struct CacheInner {
     settled: bool,
 }
 
-/// The state of the workspace a command started from.
+/// The state of the workspace a command started from, sorted by id.
 pub struct CommandBaseline {
-    manifest: BTreeMap<EntryId, FileState>,
-    walk: Walk,
+    entries: Vec<BaselineEntry>,
+    /// When its walk started (for the racy rule).
+    started: std::time::SystemTime,
     tool_call_id: String,
+}
+
+/// One entry of a baseline: its metadata when the walk saw it (`None` for one restored from a
+/// stored manifest) and its state.
+struct BaselineEntry {
+    id: EntryId,
+    key: Option<StatKey>,
+    state: FileState,
 }
 
 /// Serializable manifest: entries by root and path.
@@ -191,20 +200,44 @@ impl Recorder {
     /// (`before_side_effect`) makes it durable.
     pub fn before_command(&self, turn_id: &str, tool_call_id: &str) -> CommandBaseline {
         let walk = self.workspace.walk_for_snapshot();
-        let mut manifest = BTreeMap::new();
+        let started = walk.started.unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+        // What the cache knows, under one lock; the rest is read after it.
+        let known: Vec<Option<FileState>> = {
+            let inner = lock(&self.cache.inner);
+            walk.entries
+                .iter()
+                .map(|(id, key)| {
+                    inner
+                        .known
+                        .get(id)
+                        .filter(|(known_key, _)| known_key == key && !key.racy(started))
+                        .map(|(_, state)| state.clone())
+                })
+                .collect()
+        };
         let mut budget = COMMAND_CAPTURE_BUDGET_BYTES;
         let mut queued = 0usize;
-        for (id, key) in &walk.entries {
-            let state = self.state_of(id, key, &walk, &mut budget, &mut queued);
-            manifest.insert(id.clone(), state);
-        }
+        let entries: Vec<BaselineEntry> = walk
+            .entries
+            .into_iter()
+            .zip(known)
+            .map(|((id, key), known)| {
+                let state =
+                    known.unwrap_or_else(|| self.read_state(&id, &key, &mut budget, &mut queued));
+                BaselineEntry {
+                    id,
+                    key: Some(key),
+                    state,
+                }
+            })
+            .collect();
         let serialized = Manifest {
-            entries: manifest
+            entries: entries
                 .iter()
-                .map(|(id, state)| ManifestEntry {
-                    root: id.root,
-                    path: path_text(&id.relative),
-                    state: state.clone(),
+                .map(|e| ManifestEntry {
+                    root: e.id.root,
+                    path: path_text(&e.id.relative),
+                    state: e.state.clone(),
                 })
                 .collect(),
         };
@@ -221,28 +254,21 @@ impl Recorder {
             );
         }
         CommandBaseline {
-            manifest,
-            walk,
+            entries,
+            started,
             tool_call_id: tool_call_id.to_owned(),
         }
     }
 
-    /// The state of a walked entry: from the cache when its metadata is unchanged and was not
-    /// racy, else read (and stored, within the budget).
-    fn state_of(
+    /// The state of a walked entry the cache could not vouch for: read (and stored, within
+    /// the budget), and cached when it did not change while it was read.
+    fn read_state(
         &self,
         id: &EntryId,
         key: &StatKey,
-        walk: &Walk,
         budget: &mut u64,
         queued: &mut usize,
     ) -> FileState {
-        let started = walk.started.unwrap_or(std::time::SystemTime::UNIX_EPOCH);
-        if let Some((known_key, state)) = lock(&self.cache.inner).known.get(id) {
-            if known_key == key && !key.racy(started) {
-                return state.clone();
-            }
-        }
         use crate::workspace::snapshot::StatKind;
         if key.kind == StatKind::File && key.size > *budget {
             return FileState::File {
@@ -287,56 +313,75 @@ impl Recorder {
     /// modified, deleted), and drop the pending manifest. Blocking.
     pub fn after_command(&self, turn_id: &str, baseline: CommandBaseline) {
         let CommandBaseline {
-            manifest,
-            walk: before_walk,
+            entries,
+            started,
             tool_call_id,
         } = baseline;
-        self.record_changes_since(turn_id, &manifest, Some(&before_walk));
+        self.record_changes_since(turn_id, &entries, started);
         self.store
             .clear_pending_scan(&self.session_id, &tool_call_id);
     }
 
+    /// Walk now and record what differs from `before` (sorted by id), one merge of the two.
     fn record_changes_since(
         &self,
         turn_id: &str,
-        manifest: &BTreeMap<EntryId, FileState>,
-        before_walk: Option<&Walk>,
+        before: &[BaselineEntry],
+        before_started: std::time::SystemTime,
     ) {
+        use std::cmp::Ordering;
         let now = self.workspace.walk_for_snapshot();
-        let before_started = before_walk
-            .and_then(|w| w.started)
-            .unwrap_or(std::time::SystemTime::UNIX_EPOCH);
         let mut budget = COMMAND_CAPTURE_BUDGET_BYTES;
         let mut queued = 0usize;
-        // Deleted first, deepest first, so a rewind's records read naturally; order does not
-        // matter to the rewind itself.
-        for (id, before) in manifest.iter().rev() {
-            if !now.entries.contains_key(id) && *before != FileState::Absent {
-                self.record(turn_id, id, before, Some(&FileState::Absent));
-                lock(&self.cache.inner).known.remove(id);
+        let (mut b, mut n) = (0usize, 0usize);
+        loop {
+            let order = match (before.get(b), now.entries.get(n)) {
+                (None, None) => break,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some(old), Some((id, _))) => old.id.cmp(id),
+            };
+            match order {
+                Ordering::Less => {
+                    // Gone since.
+                    let old = &before[b];
+                    if old.state != FileState::Absent {
+                        self.record(turn_id, &old.id, &old.state, Some(&FileState::Absent));
+                        lock(&self.cache.inner).known.remove(&old.id);
+                    }
+                    b += 1;
+                }
+                Ordering::Greater => {
+                    // New since.
+                    let (id, key) = &now.entries[n];
+                    let after = self.read_state(id, key, &mut budget, &mut queued);
+                    if after != FileState::Absent {
+                        self.record(turn_id, id, &FileState::Absent, Some(&after));
+                    }
+                    n += 1;
+                }
+                Ordering::Equal => {
+                    let old = &before[b];
+                    let (id, key) = &now.entries[n];
+                    // A file too large to capture cannot be compared by content: its metadata
+                    // is all there is, racy or not.
+                    let unchanged = old.key.as_ref().is_some_and(|k| {
+                        k == key
+                            && (!k.racy(before_started)
+                                || key.size > crate::workspace::snapshot::MAX_CAPTURED_FILE_BYTES)
+                    });
+                    if !unchanged {
+                        let after = self.read_state(id, key, &mut budget, &mut queued);
+                        // (A folder whose times changed because its entries did is the same
+                        // folder.)
+                        if !old.state.same_as(&after) {
+                            self.record(turn_id, id, &old.state, Some(&after));
+                        }
+                    }
+                    b += 1;
+                    n += 1;
+                }
             }
-        }
-        for (id, key) in &now.entries {
-            let before = manifest.get(id);
-            let unchanged_key = before_walk
-                .and_then(|w| w.entries.get(id))
-                .is_some_and(|k| {
-                    // A file too large to capture cannot be compared by content: its
-                    // metadata is all there is, racy or not.
-                    k == key
-                        && (!k.racy(before_started)
-                            || key.size > crate::workspace::snapshot::MAX_CAPTURED_FILE_BYTES)
-                });
-            if unchanged_key {
-                continue;
-            }
-            let after = self.state_of(id, key, &now, &mut budget, &mut queued);
-            let before = before.cloned().unwrap_or(FileState::Absent);
-            // (A folder whose times changed because its entries did is the same folder.)
-            if before.same_as(&after) {
-                continue;
-            }
-            self.record(turn_id, id, &before, Some(&after));
         }
     }
 
@@ -359,23 +404,29 @@ impl Recorder {
                 .get(&scan.manifest)
                 .and_then(|b| serde_json::from_slice(b).ok());
             if let Some(manifest) = manifest {
-                let entries: BTreeMap<EntryId, FileState> = manifest
+                let mut entries: Vec<BaselineEntry> = manifest
                     .entries
                     .into_iter()
-                    .map(|e| {
-                        (
-                            EntryId {
-                                root: e.root,
-                                relative: e.path.into(),
-                            },
-                            e.state,
-                        )
+                    .map(|e| BaselineEntry {
+                        id: EntryId {
+                            root: e.root,
+                            relative: e.path.into(),
+                        },
+                        // No metadata to trust after a restart: every entry is compared by
+                        // content.
+                        key: None,
+                        state: e.state,
                     })
                     .collect();
+                entries.sort_unstable_by(|a, b| a.id.cmp(&b.id));
                 let recorder = self.clone();
                 let turn_id = scan.turn_id.clone();
                 let _ = tokio::task::spawn_blocking(move || {
-                    recorder.record_changes_since(&turn_id, &entries, None);
+                    recorder.record_changes_since(
+                        &turn_id,
+                        &entries,
+                        std::time::SystemTime::UNIX_EPOCH,
+                    );
                 })
                 .await;
             }
