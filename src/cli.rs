@@ -306,6 +306,19 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
             }
             // Made by the native face for a client that does not read; the engine never sends it.
             Event::StreamTruncated { .. } | Event::Rewound { .. } => {}
+            Event::Plan { entries } => {
+                for entry in entries {
+                    let mark = match entry.status {
+                        crate::protocol::PlanStatus::Completed => "[x]",
+                        crate::protocol::PlanStatus::InProgress => "[~]",
+                        crate::protocol::PlanStatus::Pending => "[ ]",
+                    };
+                    println!(
+                        "{}",
+                        colour(color, "2", &format!("{mark} {}", entry.content))
+                    );
+                }
+            }
             Event::TurnEnded { reason, error } => {
                 if mid_line {
                     println!();

@@ -450,6 +450,28 @@ pub fn replay(
     out
 }
 
+/// The model's plan as ACP's `plan` update (the whole list; ACP's entries carry a priority,
+/// which `update_plan` does not ask for: all are `medium`).
+pub fn plan_update(entries: &[crate::protocol::PlanEntry]) -> acp::SessionUpdate {
+    use crate::protocol::PlanStatus;
+    acp::SessionUpdate::Plan(acp::Plan::new(
+        entries
+            .iter()
+            .map(|e| {
+                acp::PlanEntry::new(
+                    e.content.clone(),
+                    acp::PlanEntryPriority::Medium,
+                    match e.status {
+                        PlanStatus::Pending => acp::PlanEntryStatus::Pending,
+                        PlanStatus::InProgress => acp::PlanEntryStatus::InProgress,
+                        PlanStatus::Completed => acp::PlanEntryStatus::Completed,
+                    },
+                )
+            })
+            .collect(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -306,5 +306,9 @@ async fn replay_history(bridge: &Arc<Bridge>, handle: &SessionHandle) -> Result<
     for update in updates {
         bridge.send_update(update);
     }
+    let plan = handle.shared.plan();
+    if !plan.is_empty() {
+        bridge.send_update(convert::plan_update(&plan));
+    }
     Ok(())
 }

@@ -246,6 +246,8 @@ pub struct LoadView<'a> {
     pub allow_network: bool,
     /// Token usage per model, in the order the models were first used.
     pub usage: &'a [crate::store::UsageTotals],
+    /// The model's current plan (`update_plan`).
+    pub plan: &'a [crate::protocol::PlanEntry],
     /// The display history in order: a restored session's stored entries first (its unparsed
     /// messages; those that show as no entry are left out), then the entries computed from
     /// the parsed messages. A position in this list names the same message for the session's

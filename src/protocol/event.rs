@@ -69,6 +69,23 @@ pub enum NoticeKind {
     Rewound,
 }
 
+/// Where an entry of the model's plan stands (`update_plan`; the same words as ACP's plan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+/// One entry of the model's plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanEntry {
+    pub content: String,
+    pub status: PlanStatus,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Location {
@@ -253,6 +270,11 @@ pub enum Event {
         /// How many bytes they would have taken on the wire.
         dropped_bytes: u64,
     },
+    /// The model's plan changed (`update_plan`), or a conversation rewind brought an earlier one
+    /// back: the whole current plan (empty when there is none).
+    Plan {
+        entries: Vec<PlanEntry>,
+    },
     /// `session/rewind` put the session back to just before the turn of the envelope's
     /// `turnId`: the files it restored (display paths) and what it restored.
     Rewound {
@@ -284,6 +306,7 @@ impl Event {
             Event::TurnEnded { .. } => "turnEnded",
             Event::StreamTruncated { .. } => "streamTruncated",
             Event::Rewound { .. } => "rewound",
+            Event::Plan { .. } => "plan",
         }
     }
 
@@ -324,4 +347,5 @@ pub const EVENT_TYPES: &[&str] = &[
     "streamTruncated",
     "mcpStatus",
     "rewound",
+    "plan",
 ];

@@ -340,6 +340,9 @@ pub struct SessionLoadResult {
     /// Token usage per model over the session's life, in the order the models were first used.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub usage: Vec<UsageTotal>,
+    /// The model's current plan (`update_plan`), when it has one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plan: Vec<PlanEntry>,
     /// Present when older messages were left out to keep the reply under the frame cap:
     /// `session/load` with this `cursor` returns the page before `messages`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -76,6 +76,7 @@ pub(super) async fn load_response(
                     cached_tokens: u.cached_tokens,
                 })
                 .collect(),
+            plan: view.plan,
             cursor: None,
         };
         // Room for the envelope, the id, the cursor and the array's brackets.
@@ -160,6 +161,8 @@ struct LoadResultHead<'a> {
     network_access: bool,
     pending: &'a [Value],
     usage: Vec<wire::UsageTotal>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    plan: &'a [wire::PlanEntry],
     #[serde(skip_serializing_if = "Option::is_none")]
     cursor: Option<String>,
 }

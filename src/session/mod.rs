@@ -301,6 +301,7 @@ pub fn spawn(
         allow_network: false,
         usage: Vec::new(),
         resumed_turn: None,
+        plan: Vec::new(),
     };
     start_actor(
         engine,
@@ -488,13 +489,16 @@ async fn actor(
                 }
                 match shared.rewind(&turn_id, restore, force).await {
                     Err(error) => reply(Err(error)),
-                    Ok(result) => {
+                    Ok((result, plan)) => {
                         let files = result.restored.clone();
                         reply(Ok(result));
                         shared.emit(
                             Some(&turn_id),
                             crate::protocol::Event::Rewound { restore, files },
                         );
+                        if let Some(entries) = plan {
+                            shared.emit(None, crate::protocol::Event::Plan { entries });
+                        }
                     }
                 }
             }

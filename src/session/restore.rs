@@ -214,6 +214,12 @@ pub async fn restore_with_client_fs(
         allow_network: record.allow_network,
         usage: loaded.usage.clone(),
         resumed_turn: resume.as_ref().map(|r| r.turn_id.clone()),
+        // A plan that cannot be read is no plan: the next `update_plan` writes a good one.
+        plan: loaded
+            .plan
+            .as_deref()
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or_default(),
     };
     let mcp_hub = mcp::build_hub(&engine, Some(&store), &workspace, mcp_servers).await;
     let handle = start_actor(

@@ -120,6 +120,11 @@ enum Command {
         id: String,
         allow: bool,
     },
+    /// The model's current plan (JSON), `None` for none.
+    SetPlan {
+        id: String,
+        plan: Option<String>,
+    },
     AppendMessage {
         session_id: String,
         row: MessageRow,
@@ -231,7 +236,9 @@ impl Command {
     fn session_id(&self) -> Option<&str> {
         match self {
             Command::CreateSession(r) => Some(&r.id),
-            Command::UpdateSession { id, .. } | Command::SetNetwork { id, .. } => Some(id),
+            Command::UpdateSession { id, .. }
+            | Command::SetNetwork { id, .. }
+            | Command::SetPlan { id, .. } => Some(id),
             Command::AppendMessage { session_id, .. }
             | Command::SetDisplays { session_id, .. }
             | Command::RecordEvent { session_id, .. }
@@ -466,6 +473,14 @@ impl Store {
         self.send(Command::SetNetwork {
             id: id.to_owned(),
             allow,
+        });
+    }
+
+    /// Record the model's current plan (JSON of its entries; `None` when it has none).
+    pub fn set_plan(&self, id: &str, plan: Option<String>) {
+        self.send(Command::SetPlan {
+            id: id.to_owned(),
+            plan,
         });
     }
 

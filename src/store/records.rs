@@ -56,6 +56,8 @@ pub struct UsageTotals {
 #[derive(Debug, Clone)]
 pub struct LoadedSession {
     pub record: SessionRecord,
+    /// The model's current plan as JSON (`update_plan`), if it has one.
+    pub plan: Option<String>,
     /// Message JSON in append order.
     pub messages: Vec<String>,
     /// Each message's stored display entry, index for index with `messages` (see

@@ -24,7 +24,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     MIGRATION_5,
     MIGRATION_6,
     MIGRATION_7,
+    MIGRATION_8,
 ];
+
+/// The model's current plan (`update_plan`, issue 27) as JSON of its entries, so a restored
+/// session shows it without reading its history.
+const MIGRATION_8: &str = "ALTER TABLE sessions ADD COLUMN plan TEXT;";
 
 /// Checkpoints (issue 26, see `checkpoints.rs`): contents once per SHA-256, what each turn
 /// changed per path (state JSON before and after, their content hashes in columns of their own

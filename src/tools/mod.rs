@@ -103,6 +103,19 @@ fn propose_plan_schema() -> Value {
         "required":["plan"],"additionalProperties":false})
 }
 
+fn update_plan_schema() -> Value {
+    json!({"type":"object","properties":{"entries":{"type":"array","description":"The whole plan, in order (it replaces the previous one)","items":{"type":"object","properties":{
+        "content":{"type":"string","description":"One step, in a short sentence"},
+        "status":{"type":"string","enum":["pending","in_progress","completed"]}},
+        "required":["content","status"],"additionalProperties":false}}},
+        "required":["entries"],"additionalProperties":false})
+}
+
+/// The most entries a plan holds, and the longest entry (characters): a plan is a checklist an
+/// editor shows, not a place for documents.
+pub const MAX_PLAN_ENTRIES: usize = 64;
+pub const MAX_PLAN_ENTRY_CHARS: usize = 2_000;
+
 /// The built-in tools, in the order they are offered to the model.
 pub static TOOLS: &[ToolMeta] = &[
     ToolMeta {
@@ -162,6 +175,13 @@ pub static TOOLS: &[ToolMeta] = &[
         parameters: ask_user_schema,
     },
     ToolMeta {
+        name: "update_plan",
+        risk: Risk::Low,
+        kind: ToolKind::Think,
+        description: "Keep a short checklist of the steps of a multi-step task and mark each one in_progress or completed as you go; send the whole list each time. The user sees it beside the chat.",
+        parameters: update_plan_schema,
+    },
+    ToolMeta {
         name: "propose_plan",
         risk: Risk::Interactive,
         kind: ToolKind::Think,
@@ -215,6 +235,10 @@ pub enum ToolArgs {
     ProposePlan {
         plan: String,
     },
+    /// The model's checklist for the task (replaces the previous one).
+    UpdatePlan {
+        entries: Vec<crate::protocol::PlanEntry>,
+    },
     /// A tool of an MCP server (never parsed by [`parse_args`]: the engine builds it from the
     /// session's MCP tools, whose arguments are whatever JSON the server's schema asks for).
     Mcp {
@@ -222,6 +246,12 @@ pub enum ToolArgs {
         tool: String,
         arguments: Value,
     },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdatePlanArgs {
+    entries: Vec<crate::protocol::PlanEntry>,
 }
 
 #[derive(Deserialize)]
@@ -340,6 +370,26 @@ pub fn parse_args(name: &str, arguments: &Value) -> Result<ToolArgs, String> {
         "propose_plan" => ToolArgs::ProposePlan {
             plan: de::<PlanArgs>(name, arguments)?.plan,
         },
+        "update_plan" => {
+            let a: UpdatePlanArgs = de(name, arguments)?;
+            if a.entries.len() > MAX_PLAN_ENTRIES {
+                return Err(format!(
+                    "invalid arguments for update_plan: {} entries, at most {MAX_PLAN_ENTRIES}; keep the plan to its main steps",
+                    a.entries.len()
+                ));
+            }
+            if let Some(long) = a
+                .entries
+                .iter()
+                .position(|e| e.content.chars().count() > MAX_PLAN_ENTRY_CHARS)
+            {
+                return Err(format!(
+                    "invalid arguments for update_plan: entry {} is longer than {MAX_PLAN_ENTRY_CHARS} characters; say each step in a short sentence",
+                    long + 1
+                ));
+            }
+            ToolArgs::UpdatePlan { entries: a.entries }
+        }
         other => {
             let names: Vec<&str> = TOOLS.iter().map(|t| t.name).collect();
             return Err(format!(
@@ -373,6 +423,9 @@ impl ToolArgs {
             ToolArgs::Shell { command, .. } => format!("Run `{}`", short(command, 80)),
             ToolArgs::AskUser { question, .. } => format!("Ask: {}", short(question, 80)),
             ToolArgs::ProposePlan { .. } => "Propose a plan".to_owned(),
+            ToolArgs::UpdatePlan { entries } => {
+                format!("Update the plan ({} steps)", entries.len())
+            }
             // The server first: an editor (and ACP's title) shows which program runs it.
             ToolArgs::Mcp { server, tool, .. } => format!("{server}: {tool}"),
         }

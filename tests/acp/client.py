@@ -785,6 +785,36 @@ async def checkpoints(args):
             check("a rewound turn is unknown", "not a turn" in str(e), e)
 
 
+async def plan(args):
+    """The model's plan as ACP `plan` updates, live and in a load's replay."""
+    rec = Recorder()
+    ws = args.cwd
+    async with Tandem(args, rec).spawn() as (conn, _proc):
+        _init, session = await start(conn, rec, ws)
+        sid = session["sessionId"]
+        resp = dump(await timed(conn.prompt(session_id=sid, prompt=text("plan it")), "prompt"))
+        check("prompt ends", resp.get("stopReason") == "end_turn", resp)
+        plans = rec.of("plan")
+        want = [
+            {"content": "Read", "priority": "medium", "status": "completed"},
+            {"content": "Write", "priority": "medium", "status": "in_progress"},
+        ]
+        check("a plan update with the entries", bool(plans) and plans[-1].get("entries") == want, plans)
+    rec2 = Recorder()
+    async with Tandem(args, rec2).spawn() as (conn, _proc):
+        await timed(
+            conn.initialize(
+                protocol_version=acp.PROTOCOL_VERSION,
+                client_capabilities=capabilities(False, False),
+                client_info=s.Implementation(name="tandem-acp-test", version="1"),
+            ),
+            "initialize",
+        )
+        await timed(conn.load_session(cwd=ws, session_id=sid, mcp_servers=[]), "session/load")
+        plans = rec2.of("plan")
+        check("the load replays the current plan", bool(plans) and plans[-1].get("entries") == want, plans)
+
+
 SCENARIOS = {
     "handshake": handshake,
     "permissions": permissions,
@@ -798,6 +828,7 @@ SCENARIOS = {
     "network": network,
     "mcp": mcp,
     "checkpoints": checkpoints,
+    "plan": plan,
 }
 
 

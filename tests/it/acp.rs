@@ -569,3 +569,18 @@ async fn checkpoints_fork_and_rewind_through_the_sdk() {
         "{after}"
     );
 }
+
+#[tokio::test]
+async fn the_plan_is_an_acp_plan_update_live_and_on_load() {
+    let f = Fixture::new().await;
+    f.mock.push(call(
+        "p1",
+        "update_plan",
+        json!({"entries": [
+            {"content": "Read", "status": "completed"},
+            {"content": "Write", "status": "in_progress"}
+        ]}),
+    ));
+    f.mock.push(Script::text_reply("planned"));
+    f.run("plan").await;
+}

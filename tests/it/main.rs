@@ -28,6 +28,7 @@ mod limits;
 mod mcp;
 mod mcp_http;
 mod params;
+mod plan;
 mod protocol_doc;
 mod providers;
 mod resilience;

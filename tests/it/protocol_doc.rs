@@ -907,6 +907,12 @@ fn full_events() -> Vec<Event> {
             restore: RestoreScope::Both,
             files: vec!["a".into()],
         },
+        Event::Plan {
+            entries: vec![PlanEntry {
+                content: "c".into(),
+                status: PlanStatus::InProgress,
+            }],
+        },
     ];
     // Exhaustive on purpose: a new variant must be added above.
     for event in &events {
@@ -929,7 +935,8 @@ fn full_events() -> Vec<Event> {
             | Event::Usage { .. }
             | Event::TurnEnded { .. }
             | Event::StreamTruncated { .. }
-            | Event::Rewound { .. } => {}
+            | Event::Rewound { .. }
+            | Event::Plan { .. } => {}
         }
     }
     events
@@ -1119,6 +1126,10 @@ fn full_results(m: &str) -> Vec<Value> {
                 input_tokens: 1,
                 output_tokens: 1,
                 cached_tokens: 1,
+            }],
+            plan: vec![PlanEntry {
+                content: "c".into(),
+                status: PlanStatus::Pending,
             }],
             cursor: Some("12".into()),
         })],
@@ -1435,6 +1446,26 @@ fn all_enum_values() -> Vec<(&'static str, Value)> {
         }
     }
     add("NoticeKind", notices.iter().map(|x| to(x)).collect());
+
+    let plan = [
+        PlanStatus::Pending,
+        PlanStatus::InProgress,
+        PlanStatus::Completed,
+    ];
+    for p in &plan {
+        match p {
+            PlanStatus::Pending | PlanStatus::InProgress | PlanStatus::Completed => {}
+        }
+    }
+    add("PlanStatus", plan.iter().map(|x| to(x)).collect());
+    let scopes = [
+        RestoreScope::Files,
+        RestoreScope::Conversation,
+        RestoreScope::Both,
+    ];
+    add("RestoreScope", scopes.iter().map(|x| to(x)).collect());
+    let changes = [FileChange::Added, FileChange::Modified, FileChange::Deleted];
+    add("FileChange", changes.iter().map(|x| to(x)).collect());
 
     let states = [ConversationState::Idle, ConversationState::Running];
     for st in &states {

@@ -454,6 +454,7 @@ impl Bridge {
             // The answer to `_session/rewind` carries the same facts, and ACP has no update that
             // takes messages back out of a client's transcript.
             Event::Rewound { .. } => {}
+            Event::Plan { entries } => self.send_update(convert::plan_update(entries)),
             Event::TurnEnded { reason, error } => self.end_prompt(turn_id, *reason, error.as_ref()),
         }
     }

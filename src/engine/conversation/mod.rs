@@ -95,6 +95,8 @@ pub struct ConversationState {
     /// ([`ConversationState::tool_call_id_taken`]) and kept up to date by `append_locked`; `None`
     /// until then, and again whenever `history` is replaced wholesale.
     tool_call_ids: Option<std::collections::HashSet<String>>,
+    /// The model's current plan (`update_plan`).
+    plan: Vec<crate::protocol::PlanEntry>,
 }
 
 /// What a conversation starts from: a new session's settings, or what `restore` read back.
@@ -111,6 +113,8 @@ pub struct ConversationStart {
     pub usage: Vec<crate::store::UsageTotals>,
     /// The turn a restored session resumes: it is active and accepts steering from the start.
     pub resumed_turn: Option<String>,
+    /// The model's current plan.
+    pub plan: Vec<crate::protocol::PlanEntry>,
 }
 
 impl ConversationState {
@@ -128,6 +132,7 @@ impl ConversationState {
             allow_network: start.allow_network,
             usage: start.usage,
             tool_call_ids: None,
+            plan: start.plan,
         }
     }
 
@@ -366,6 +371,7 @@ impl Conversation {
             running: state.active_turn.is_some(),
             allow_network: state.allow_network,
             usage: &state.usage,
+            plan: &state.plan,
             entries: stored.chain(computed).collect(),
         })
     }

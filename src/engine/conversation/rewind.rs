@@ -9,7 +9,7 @@
 
 use super::{lock, Conversation, SessionError};
 use crate::engine::history::{new_id, now_ms, Message, NoticeKind, Role, Source};
-use crate::protocol::{Checkpoint, RestoreScope, RewindResult, TurnFileDiff};
+use crate::protocol::{Checkpoint, PlanEntry, RestoreScope, RewindResult, TurnFileDiff};
 use crate::store::SessionRecord;
 
 /// Where one turn starts in the history.
@@ -130,12 +130,14 @@ impl Conversation {
 
     /// `session/rewind`: put the session back to just before `turn_id`. The caller (the actor)
     /// has checked that no turn runs.
+    /// Answers the result, and the plan the history now ends with when the rewind changed it
+    /// (the caller announces it after the answer).
     pub async fn rewind(
         &self,
         turn_id: &str,
         restore: RestoreScope,
         force: bool,
-    ) -> Result<RewindResult, SessionError> {
+    ) -> Result<(RewindResult, Option<Vec<PlanEntry>>), SessionError> {
         let recorder = self.recorder().ok_or_else(no_store)?;
         self.complete_history().await?;
         let span = match self.span_of(turn_id) {
@@ -171,18 +173,19 @@ impl Conversation {
             result.restored = outcome.restored;
             result.conflicts = outcome.conflicts;
         }
+        let mut plan = None;
         if restore.conversation() {
-            self.rewind_history(&span, &result).await?;
+            plan = self.rewind_history(&span, &result).await?;
             result.conversation_rewound = true;
         }
-        Ok(result)
+        Ok((result, plan))
     }
 
     async fn rewind_history(
         &self,
         span: &TurnSpan,
         files: &RewindResult,
-    ) -> Result<(), SessionError> {
+    ) -> Result<Option<Vec<PlanEntry>>, SessionError> {
         let Some(store) = &self.store else {
             return Err(no_store());
         };
@@ -212,7 +215,15 @@ impl Conversation {
         };
         let notice = Message::notice(NoticeKind::Rewound, text, None);
         self.append_locked(&mut state, notice);
-        Ok(())
+        // The plan is the one the remaining history last set.
+        let plan = last_plan(&state.history);
+        if plan == state.plan {
+            return Ok(None);
+        }
+        state.plan = plan.clone();
+        drop(state);
+        self.store_plan(&plan);
+        Ok(Some(plan))
     }
 
     /// `session/fork`: a new stored session with the history before `turn_id` (all of it
@@ -254,4 +265,21 @@ impl Conversation {
             .map_err(|e| SessionError::StoreUnavailable(e.cause()))?;
         Ok(id)
     }
+}
+
+/// The plan the last `update_plan` call of `history` set (none when it has none).
+fn last_plan(history: &[Message]) -> Vec<PlanEntry> {
+    history
+        .iter()
+        .rev()
+        .flat_map(|m| m.tool_calls.iter().rev())
+        .filter(|call| call.name == "update_plan")
+        .find_map(|call| {
+            let value = serde_json::from_str(&call.arguments).ok()?;
+            match crate::tools::parse_args("update_plan", &value) {
+                Ok(crate::tools::ToolArgs::UpdatePlan { entries }) => Some(entries),
+                _ => None,
+            }
+        })
+        .unwrap_or_default()
 }

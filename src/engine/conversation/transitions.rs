@@ -50,6 +50,28 @@ impl Conversation {
         Ok(turn_id)
     }
 
+    /// Replace the model's plan (`update_plan`): stored, then announced as a `plan` event.
+    pub fn set_plan(&self, turn_id: Option<&str>, entries: Vec<crate::protocol::PlanEntry>) {
+        self.store_plan(&entries);
+        lock(&self.state).plan = entries.clone();
+        self.emit(turn_id, Event::Plan { entries });
+    }
+
+    /// Persist `entries` as the session's plan (none when empty).
+    pub(super) fn store_plan(&self, entries: &[crate::protocol::PlanEntry]) {
+        if let Some(store) = &self.store {
+            let json = (!entries.is_empty())
+                .then(|| serde_json::to_string(entries).ok())
+                .flatten();
+            store.set_plan(&self.id, json);
+        }
+    }
+
+    /// The model's current plan.
+    pub fn plan(&self) -> Vec<crate::protocol::PlanEntry> {
+        lock(&self.state).plan.clone()
+    }
+
     /// Whether a turn is running.
     pub fn turn_active(&self) -> bool {
         lock(&self.state).active_turn.is_some()

@@ -87,6 +87,10 @@ impl Turn {
                                 diff: None,
                             });
                             match args {
+                                ToolArgs::UpdatePlan { entries } => {
+                                    let outcome = self.update_plan(entries);
+                                    tokio::spawn(async move { outcome })
+                                }
                                 ToolArgs::Mcp { .. } => self.spawn_mcp_call(&calls[i], args),
                                 args => tokio::spawn(client_fs::read_only(
                                     self.session.workspace.clone(),
@@ -401,6 +405,11 @@ impl Turn {
                 )
                 .await
             }
+            ToolArgs::UpdatePlan { entries } => {
+                let outcome = self.update_plan(entries);
+                self.commit_result(call, ResultStatus::Completed, outcome.output, None);
+                true
+            }
             read => {
                 // Read-only tools are normally batched; one that lands here still runs.
                 let outcome = client_fs::read_only(
@@ -571,5 +580,22 @@ impl Turn {
                 },
             }
         })
+    }
+}
+
+impl Turn {
+    /// `update_plan`: the session's plan becomes `entries` (stored, announced as `plan`); the
+    /// model is told it took.
+    fn update_plan(&self, entries: Vec<crate::protocol::PlanEntry>) -> ToolOutcome {
+        let done = entries
+            .iter()
+            .filter(|e| e.status == crate::protocol::PlanStatus::Completed)
+            .count();
+        let total = entries.len();
+        self.session.set_plan(Some(&self.turn_id), entries);
+        ToolOutcome {
+            output: format!("Plan updated: {done} of {total} steps completed."),
+            is_error: false,
+        }
     }
 }

@@ -317,6 +317,10 @@ impl Turn {
         }
         let value: Value = serde_json::from_str(arguments_or_empty(&call.arguments)).ok()?;
         let args = parse_args(&call.name, &value).ok()?;
+        // A plan update changes the session, not the workspace: it runs in call order.
+        if matches!(args, ToolArgs::UpdatePlan { .. }) {
+            return None;
+        }
         self.announce(&call.id, &call.name, &value, &args);
         self.emit(Event::ToolCallUpdate {
             tool_call_id: call.id.clone(),

@@ -49,6 +49,11 @@ pub(super) fn apply_write(
             conn.prepare_cached("UPDATE sessions SET allow_network = ?2 WHERE id = ?1")
                 .and_then(|mut s| s.execute(params![id, allow])),
         ),
+        Command::SetPlan { id, plan } => (
+            "set_plan",
+            conn.prepare_cached("UPDATE sessions SET plan = ?2 WHERE id = ?1")
+                .and_then(|mut s| s.execute(params![id, plan])),
+        ),
         Command::AppendMessage { session_id, row } => (
             "append_message",
             conn.prepare_cached(APPEND_MESSAGE_SQL).and_then(|mut s| {
@@ -338,6 +343,9 @@ pub(super) fn load_session(
     }
     drop(rows);
     drop(statement);
+    let plan: Option<String> = conn
+        .prepare_cached("SELECT plan FROM sessions WHERE id = ?1")?
+        .query_row([id], |row| row.get(0))?;
     let last_seq: i64 = conn
         .prepare_cached(
             "SELECT MAX(COALESCE((SELECT MAX(seq) FROM events WHERE session_id = ?1), 0),
@@ -392,6 +400,7 @@ pub(super) fn load_session(
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(Some(LoadedSession {
         record,
+        plan,
         messages,
         displays,
         last_seq: to_u64(last_seq),
