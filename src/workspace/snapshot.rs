@@ -86,7 +86,18 @@ pub enum FileState {
     Symlink {
         target: String,
     },
+    /// A path the walk ignores (`.gitignore`, `.ignore`): seen only as the entry itself, at
+    /// the edge of what is walked (an ignored folder's contents are not looked at); never
+    /// captured, never restored.
+    Ignored {
+        dir: bool,
+        size: u64,
+    },
 }
+
+/// Why an ignored path has no checkpoint.
+pub const IGNORED_REASON: &str =
+    "ignored by .gitignore or .ignore: tandem does not capture ignored paths";
 
 impl FileState {
     /// Whether a path in state `self` is known to equal `other`: a file whose content was not
@@ -106,6 +117,8 @@ impl FileState {
                 },
             ) => a == b && (a_mode & 0o7777) == (b_mode & 0o7777),
             (FileState::File { .. }, FileState::File { .. }) => false,
+            // Never read: nobody can tell.
+            (FileState::Ignored { .. }, _) | (_, FileState::Ignored { .. }) => false,
             (FileState::Dir { mode: a }, FileState::Dir { mode: b }) => {
                 (a & 0o7777) == (b & 0o7777)
             }
@@ -123,6 +136,7 @@ impl FileState {
     pub fn not_captured(&self) -> Option<&str> {
         match self {
             FileState::File { not_captured, .. } => not_captured.as_deref(),
+            FileState::Ignored { .. } => Some(IGNORED_REASON),
             _ => None,
         }
     }
@@ -214,6 +228,10 @@ impl StatKey {
 #[derive(Debug, Default)]
 pub struct Walk {
     pub entries: Vec<(EntryId, StatKey)>,
+    /// The entries the walk ignored, where it stopped (an ignored file, or an ignored folder
+    /// itself, not what it holds), sorted by id: a command's change to one is reported as
+    /// not captured instead of passing unseen.
+    pub ignored: Vec<(EntryId, StatKey)>,
     /// When the walk started (for [`StatKey::racy`]).
     pub started: Option<SystemTime>,
     /// Set when the walk stopped at [`MAX_WALK_ENTRIES`].
@@ -298,11 +316,68 @@ impl Workspace {
             .into_inner()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let ignored = self.ignored_edges(&entries, count.load(Ordering::Relaxed));
         Walk {
             entries,
+            ignored,
             started: Some(started),
             truncated: truncated.into_inner(),
         }
+    }
+
+    /// The children of every walked folder (and of each root) that the walk did not yield:
+    /// what `.gitignore` and `.ignore` hid, minus `.git` and protected paths. One listing per
+    /// folder and a `stat` per ignored child; nothing below an ignored folder.
+    fn ignored_edges(
+        &self,
+        entries: &[(EntryId, StatKey)],
+        walked: usize,
+    ) -> Vec<(EntryId, StatKey)> {
+        use std::collections::HashSet;
+        let seen: HashSet<&EntryId> = entries.iter().map(|(id, _)| id).collect();
+        let mut folders: Vec<EntryId> = (0..self.roots().len())
+            .map(|root| EntryId {
+                root,
+                relative: PathBuf::new(),
+            })
+            .collect();
+        folders.extend(
+            entries
+                .iter()
+                .filter(|(_, key)| key.kind == StatKind::Dir)
+                .map(|(id, _)| id.clone()),
+        );
+        let mut ignored = Vec::new();
+        let mut budget = MAX_WALK_ENTRIES.saturating_sub(walked);
+        for folder in folders {
+            let path = self.roots()[folder.root].join(&folder.relative);
+            let Ok(listing) = std::fs::read_dir(&path) else {
+                continue;
+            };
+            for child in listing.flatten() {
+                let name = child.file_name();
+                if name == ".git" {
+                    continue;
+                }
+                let id = EntryId {
+                    root: folder.root,
+                    relative: folder.relative.join(&name),
+                };
+                if seen.contains(&id) || self.protected_reason(id.root, &id.relative).is_some() {
+                    continue;
+                }
+                let Ok(meta) = std::fs::symlink_metadata(child.path()) else {
+                    continue;
+                };
+                if budget == 0 {
+                    break;
+                }
+                budget -= 1;
+                ignored.push((id, StatKey::of(&meta)));
+            }
+        }
+        ignored.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        ignored
     }
 
     /// The state of one path now, reading a file's content when `read` allows it (`None` for
@@ -466,6 +541,9 @@ impl Workspace {
         if let Some(why) = self.protected_reason(id.root, &id.relative) {
             return Err(format!("protected: {why}"));
         }
+        if matches!(target, FileState::Ignored { .. }) {
+            return Err(IGNORED_REASON.to_owned());
+        }
         let (parent, name) = self.open_parent(id).map_err(|e| e.to_string())?;
         let current = parent.symlink_metadata(&name);
         let current_kind = match &current {
@@ -481,6 +559,7 @@ impl Workspace {
             FileState::File { .. } => Some(StatKind::File),
             FileState::Dir { .. } => Some(StatKind::Dir),
             FileState::Symlink { .. } => Some(StatKind::Symlink),
+            FileState::Ignored { .. } => return Err(IGNORED_REASON.to_owned()),
         };
         // Clear the way when the kind differs (a file stays in place for an atomic replace).
         if current_kind.is_some()
@@ -500,6 +579,7 @@ impl Workspace {
         }
         match target {
             FileState::Absent => Ok(()),
+            FileState::Ignored { .. } => Err(IGNORED_REASON.to_owned()),
             FileState::Dir { mode } => {
                 if current_kind != Some(StatKind::Dir) {
                     parent.create_dir(&name).map_err(|e| e.to_string())?;

@@ -591,3 +591,68 @@ async fn the_conflicts_of_a_both_rewind_can_be_forced_afterwards() {
     assert_eq!(unknown.kind, "unknownTurn");
     t.shutdown().await;
 }
+
+#[tokio::test]
+async fn ignored_paths_a_command_changes_are_listed_and_reported_per_file_by_the_rewind() {
+    let ws = workspace();
+    let root = ws.path();
+    write(root, ".gitignore", "*.log\nbuild/\n");
+    write(root, "debug.log", "old log\n");
+    write(root, "kept.txt", "k\n");
+    let mock = MockLlm::start().await;
+    mock.push(Script::tool_call_reply(
+        "s1",
+        "shell",
+        json!({"command": "echo more >> debug.log && mkdir build && echo o > build/out.o && echo K > kept.txt"}),
+    ));
+    mock.push(Script::text_reply("built"));
+    let t = Tandem::start(&mock).await;
+    let sid = full_auto(&t, root).await;
+    let turn = run_turn(&t, &sid, "build it").await;
+    let diff = t
+        .request_ok("turn/diff", json!({"sessionId": sid, "turnId": turn}))
+        .await;
+    let files: BTreeMap<String, Value> = diff["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["path"].as_str().unwrap().to_owned(), f.clone()))
+        .collect();
+    assert_eq!(files["debug.log"]["change"], "modified", "{diff:#}");
+    assert!(files["debug.log"]["notCaptured"]
+        .as_str()
+        .unwrap()
+        .contains("ignored"));
+    assert_eq!(files["build"]["change"], "added");
+    assert!(
+        !files.contains_key("build/out.o"),
+        "nothing below an ignored folder"
+    );
+    assert_eq!(files["kept.txt"]["newText"], "K\n");
+
+    let r = rewind(&t, &sid, &turn, "files", true).await;
+    assert_eq!(r["restored"], json!(["kept.txt"]), "{r:#}");
+    let conflicts: BTreeMap<String, String> = r["conflicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["path"].as_str().unwrap().to_owned(),
+                c["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(conflicts.len(), 2, "{r:#}");
+    assert!(conflicts["debug.log"].contains("ignored"));
+    assert!(conflicts["build"].contains("ignored"));
+    assert_eq!(
+        std::fs::read_to_string(root.join("debug.log")).unwrap(),
+        "old log\nmore\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("kept.txt")).unwrap(),
+        "k\n"
+    );
+    t.shutdown().await;
+}

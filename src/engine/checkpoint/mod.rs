@@ -57,6 +57,8 @@ struct CacheInner {
 /// The state of the workspace a command started from, sorted by id.
 pub struct CommandBaseline {
     entries: Vec<BaselineEntry>,
+    /// The ignored entries at the walk's edge (see `Walk::ignored`).
+    ignored: Vec<BaselineEntry>,
     /// When its walk started (for the racy rule).
     started: std::time::SystemTime,
     tool_call_id: String,
@@ -231,9 +233,19 @@ impl Recorder {
                 }
             })
             .collect();
+        let ignored: Vec<BaselineEntry> = walk
+            .ignored
+            .into_iter()
+            .map(|(id, key)| BaselineEntry {
+                id,
+                state: ignored_state(&key),
+                key: Some(key),
+            })
+            .collect();
         let serialized = Manifest {
             entries: entries
                 .iter()
+                .chain(&ignored)
                 .map(|e| ManifestEntry {
                     root: e.id.root,
                     path: path_text(&e.id.relative),
@@ -255,6 +267,7 @@ impl Recorder {
         }
         CommandBaseline {
             entries,
+            ignored,
             started,
             tool_call_id: tool_call_id.to_owned(),
         }
@@ -314,10 +327,11 @@ impl Recorder {
     pub fn after_command(&self, turn_id: &str, baseline: CommandBaseline) {
         let CommandBaseline {
             entries,
+            ignored,
             started,
             tool_call_id,
         } = baseline;
-        self.record_changes_since(turn_id, &entries, started);
+        self.record_changes_since(turn_id, &entries, &ignored, started);
         self.store
             .clear_pending_scan(&self.session_id, &tool_call_id);
     }
@@ -327,10 +341,12 @@ impl Recorder {
         &self,
         turn_id: &str,
         before: &[BaselineEntry],
+        before_ignored: &[BaselineEntry],
         before_started: std::time::SystemTime,
     ) {
         use std::cmp::Ordering;
         let now = self.workspace.walk_for_snapshot();
+        self.record_ignored_changes(turn_id, before_ignored, &now.ignored);
         let mut budget = COMMAND_CAPTURE_BUDGET_BYTES;
         let mut queued = 0usize;
         let (mut b, mut n) = (0usize, 0usize);
@@ -385,6 +401,48 @@ impl Recorder {
         }
     }
 
+    /// What changed among the ignored entries at the walk's edge: listed (never captured), so
+    /// a rewind can say per path that it cannot put them back. Metadata is all there is.
+    fn record_ignored_changes(
+        &self,
+        turn_id: &str,
+        before: &[BaselineEntry],
+        now: &[(EntryId, StatKey)],
+    ) {
+        use std::cmp::Ordering;
+        let (mut b, mut n) = (0usize, 0usize);
+        loop {
+            let order = match (before.get(b), now.get(n)) {
+                (None, None) => break,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some(old), Some((id, _))) => old.id.cmp(id),
+            };
+            match order {
+                Ordering::Less => {
+                    let old = &before[b];
+                    self.record(turn_id, &old.id, &old.state, Some(&FileState::Absent));
+                    b += 1;
+                }
+                Ordering::Greater => {
+                    let (id, key) = &now[n];
+                    self.record(turn_id, id, &FileState::Absent, Some(&ignored_state(key)));
+                    n += 1;
+                }
+                Ordering::Equal => {
+                    let old = &before[b];
+                    let (id, key) = &now[n];
+                    // Without metadata (a manifest read back after a crash) nothing can be told.
+                    if old.key.as_ref().is_some_and(|k| k != key) {
+                        self.record(turn_id, id, &old.state, Some(&ignored_state(key)));
+                    }
+                    b += 1;
+                    n += 1;
+                }
+            }
+        }
+    }
+
     /// Manifests left pending by a crash: what changed since each is attributed to its turn,
     /// then it is dropped. Runs once per session, before its first turn or rewind.
     pub async fn settle(&self) {
@@ -404,27 +462,35 @@ impl Recorder {
                 .get(&scan.manifest)
                 .and_then(|b| serde_json::from_slice(b).ok());
             if let Some(manifest) = manifest {
-                let mut entries: Vec<BaselineEntry> = manifest
+                let (ignored, walked): (Vec<ManifestEntry>, Vec<ManifestEntry>) = manifest
                     .entries
                     .into_iter()
-                    .map(|e| BaselineEntry {
-                        id: EntryId {
-                            root: e.root,
-                            relative: e.path.into(),
-                        },
-                        // No metadata to trust after a restart: every entry is compared by
-                        // content.
-                        key: None,
-                        state: e.state,
-                    })
-                    .collect();
-                entries.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+                    .partition(|e| matches!(e.state, FileState::Ignored { .. }));
+                let to_entries = |list: Vec<ManifestEntry>| -> Vec<BaselineEntry> {
+                    let mut entries: Vec<BaselineEntry> = list
+                        .into_iter()
+                        .map(|e| BaselineEntry {
+                            id: EntryId {
+                                root: e.root,
+                                relative: e.path.into(),
+                            },
+                            // No metadata to trust after a restart: every entry is compared
+                            // by content.
+                            key: None,
+                            state: e.state,
+                        })
+                        .collect();
+                    entries.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+                    entries
+                };
+                let (entries, ignored) = (to_entries(walked), to_entries(ignored));
                 let recorder = self.clone();
                 let turn_id = scan.turn_id.clone();
                 let _ = tokio::task::spawn_blocking(move || {
                     recorder.record_changes_since(
                         &turn_id,
                         &entries,
+                        &ignored,
                         std::time::SystemTime::UNIX_EPOCH,
                     );
                 })
@@ -433,6 +499,14 @@ impl Recorder {
             self.store
                 .clear_pending_scan(&self.session_id, &scan.tool_call_id);
         }
+    }
+}
+
+/// The state of an ignored entry at the walk's edge.
+fn ignored_state(key: &StatKey) -> FileState {
+    FileState::Ignored {
+        dir: key.kind == crate::workspace::snapshot::StatKind::Dir,
+        size: key.size,
     }
 }
 

@@ -124,7 +124,9 @@ impl Recorder {
             let (old_text, old_binary) = text(&before);
             let (new_text, new_binary) = text(&after);
             let binary = old_binary || new_binary;
+            let uncaptured = before.not_captured().is_some() || after.not_captured().is_some();
             let unified = if binary
+                || uncaptured
                 || matches!(before, FileState::Dir { .. })
                 || matches!(after, FileState::Dir { .. })
             {
@@ -219,6 +221,24 @@ impl Recorder {
                 relative: PathBuf::from(&path),
             };
             let target = state(&records[0].before);
+            // An ignored path was never captured: nothing to put back, and nothing to compare
+            // what is there now with, so it is left as it is.
+            let ignored = records.iter().any(|r| {
+                matches!(state(&r.before), FileState::Ignored { .. })
+                    || r.after
+                        .as_deref()
+                        .is_some_and(|a| matches!(state(a), FileState::Ignored { .. }))
+            });
+            if ignored {
+                outcome.conflicts.push(RewindConflict {
+                    path: display,
+                    reason: format!(
+                        "cannot be put back: {}",
+                        crate::workspace::snapshot::IGNORED_REASON
+                    ),
+                });
+                continue;
+            }
             let now = match self.workspace.capture(&id) {
                 Ok(c) => c.state,
                 Err(e) => {
