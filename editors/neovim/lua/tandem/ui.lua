@@ -602,10 +602,11 @@ end
 --- an empty or nil plan removes the block. The block is replaced in place, never appended.
 ---@param entries? tandem.PlanEntry[]
 function M.set_plan(entries)
-  local b = M.buffer()
-  if (entries == nil or #entries == 0) and plan_rows == 0 then
-    return
+  local none = entries == nil or #entries == 0
+  if none and (not valid() or plan_rows == 0) then
+    return -- nothing shown (and no chat buffer made just to show nothing)
   end
+  local b = M.buffer()
   local lines, hls = {}, {}
   if entries and #entries > 0 then
     local body, body_hls = M.plan_lines(entries, '  ')
