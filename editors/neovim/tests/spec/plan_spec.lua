@@ -96,6 +96,12 @@ describe('plan', function()
     vim.cmd('Tandem plan')
     local n = h.wait_note('plan (1/3)')
     assert.truthy(n.msg:find('[x] Read the code\n[~] Fix the parser\n[ ] Run the suite', 1, true), n.msg)
+    -- A restart leaves the session (the next prompt starts a new one): the plan goes with it.
+    vim.cmd('Tandem restart')
+    h.wait_note('server restarted')
+    assert.same({}, t.plan())
+    assert.equals(0, occurrences('Plan ('), h.chat())
+    assert.equals(0, require('tandem.ui').plan_rows())
   end)
 
   it('a resume shows the stored plan; an empty plan and a new session clear it', function()
@@ -160,23 +166,27 @@ describe('plan', function()
     local _ = ctx
   end)
 
-  it('a plan shown above the first prompt survives an undo of that turn that brings no plan back', function()
+  it('a rewind that brings an earlier plan back keeps the block above a turn that began on the first row', function()
     h.fresh({ responses = {
-      { plan_call('call_p1', FIRST) },
+      { plan_call('call_p0', FIRST) },
+      { { text = 'Zeroth turn.' } },
+      { plan_call('call_p1', SECOND) },
       { { text = 'First turn.' } },
-      { { text = 'Second turn.' } },
     } })
     local t = require('tandem')
+    local ui = require('tandem.ui')
     vim.cmd('Tandem chat')
-    vim.cmd('Tandem prompt one')
+    vim.cmd('Tandem prompt zero')
     wait_turns(1)
-    vim.cmd('Tandem prompt two')
+    -- An emptied chat: the next prompt's block begins on row 0, and the plan is then put above it.
+    ui.clear()
+    vim.cmd('Tandem prompt one')
     wait_turns(2)
-    h.wait_chat('Second turn.')
-    assert.equals('plan 0/3', t.plan_status())
-    -- Rewinding the second turn keeps the plan the first turn set; the chat drops only that turn.
-    local ctx = h.ctx()
-    ctx.select = function(items)
+    h.wait_chat('First turn.')
+    assert.equals('▾ Plan (1/3)', chat_lines()[1], h.chat())
+    -- Undo the conversation of turn one: the server brings back turn zero's plan and the chat drops
+    -- turn one, but not the plan block above it.
+    h.ctx().select = function(items)
       for _, item in ipairs(items) do
         if type(item) == 'table' and item.restore == 'conversation' then
           return item
@@ -186,11 +196,17 @@ describe('plan', function()
     vim.cmd('Tandem undo')
     h.wait_event('rewound')
     h.wait(function()
-      return not h.chat_has('Second turn.')
-    end, 'the second turn to leave the chat')
-    assert.truthy(h.chat_has('First turn.'), h.chat())
+      return not h.chat_has('First turn.') and t.plan_status() == 'plan 0/3'
+    end, 'turn one to leave the chat and the first plan to come back')
+    assert.same(FIRST, pairs_of(t.plan()))
     assert.equals('▾ Plan (0/3)', chat_lines()[1], h.chat())
     assert.equals(1, occurrences('▾ Plan ('), h.chat())
-    assert.equals('plan 0/3', t.plan_status())
+    assert.equals(5, ui.plan_rows())
+    -- The plan, then the chat emptied by the rewind: its note takes the empty line under the block.
+    local lines = chat_lines()
+    assert.equals(6, #lines, h.chat())
+    assert.same({ '▾ Plan (0/3)', '  [~] Read the code', '  [ ] Fix the parser', '  [ ] Run the suite', '' },
+      vim.list_slice(lines, 1, 5))
+    assert.truthy(lines[6]:find('^⟲ undid turn'), lines[6])
   end)
 end)
