@@ -214,6 +214,12 @@ M.subcommands = {
     end,
     complete = complete_turn,
   },
+  plan = {
+    desc = "show the model's current plan ([x] completed, [~] in progress, [ ] pending)",
+    impl = function()
+      session.show_plan()
+    end,
+  },
   status = {
     desc = 'show model, mode, network, gauge and state',
     impl = function()
@@ -286,6 +292,7 @@ M.actions = {
   undo = { plug = 'TandemUndo', desc = 'undo the last turn', fn = function() turns().undo('') end },
   edit = { plug = 'TandemEdit', desc = 'edit and resend the last prompt', fn = function() turns().edit('') end },
   fork = { plug = 'TandemFork', desc = 'fork the session', fn = function() turns().fork('') end },
+  plan = { plug = 'TandemPlan', desc = "show the model's plan", fn = function() session.show_plan() end },
 }
 
 --- keymaps.global = { action = lhs } of setup(): each lhs maps to the action's <Plug>.

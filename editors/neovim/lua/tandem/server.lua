@@ -24,6 +24,7 @@ local S = {
   running = false, -- a turn is running
   turn_id = nil,
   usage = nil, -- last usage event
+  plan = nil, -- tandem.PlanEntry[]? the model's current plan (update_plan); nil when it has none
   last_exit = nil, -- { code, signal } of the last unexpected exit
   load_gen = 0, -- bumped by every load_session (and anything that supersedes one) so a stale load stops
   loading = nil, -- { sessionId, events } while older pages of a session/load are fetched
@@ -235,6 +236,8 @@ function M.restart()
   S.waiters = {}
   S.session_waiters = {}
   S.creating_session = false
+  S.plan = nil -- the next prompt starts a new session, which has no plan
+  ui().set_plan(nil)
   approval().clear()
   ui().line('· restarting the server', 'Comment')
   M.ensure_server(function()

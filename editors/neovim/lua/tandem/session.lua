@@ -45,8 +45,11 @@ local function on_event(ev)
     S.session.model = ev.to
   elseif t == 'usage' then
     S.usage = ev
+  elseif t == 'plan' then
+    -- The whole plan each time; an empty list means none.
+    S.plan = (type(ev.entries) == 'table' and #ev.entries > 0) and ev.entries or nil
   end
-  if t == 'usage' or t == 'turnStarted' or t == 'turnEnded' or t == 'modelSwitched' then
+  if t == 'usage' or t == 'turnStarted' or t == 'turnEnded' or t == 'modelSwitched' or t == 'plan' then
     ui().refresh_bar() -- the chat's winbar shows the gauge and the running state
   end
   ui().render(ev)
@@ -107,6 +110,7 @@ local function start_session(gen, cb)
       return
     end
     S.session = { sessionId = res.sessionId, model = res.model, mode = res.mode, cwd = params.cwd, network = false }
+    M.clear_plan() -- a new session has no plan yet
     -- The whole list once: the sources, and the statuses the server may tell before this answer
     -- (an untrusted server's comes at once), which on_event dropped for want of a session. An open
     -- MCP list shows this session from now on, and its servers' events keep it current.
@@ -594,6 +598,7 @@ function M.load_session(id, opts)
     S.session = { sessionId = last.sessionId, model = last.model, mode = last.mode, cwd = last.cwd,
       network = last.networkAccess == true }
     S.running = last.state == 'running'
+    S.plan = (type(last.plan) == 'table' and #last.plan > 0) and last.plan or nil
     approval().clear()
     local messages = pages.assemble(acc.pages)
     -- The gauge continues from the last answer's usage, which history keeps with the message.
@@ -604,7 +609,7 @@ function M.load_session(id, opts)
         break
       end
     end
-    ui().load_history(vim.tbl_extend('force', last, { messages = messages }))
+    ui().load_history(vim.tbl_extend('force', last, { messages = messages, plan = S.plan }))
     ui().refresh_bar()
     -- A session the server already runs sends no new mcpStatus events: ask for its servers.
     require('tandem.mcp').refresh(function()
@@ -736,6 +741,10 @@ function M.winbar()
   if mcp ~= '' then
     parts[#parts + 1] = mcp
   end
+  local plan = M.plan_status()
+  if plan ~= '' then
+    parts[#parts + 1] = plan
+  end
   if S.running then
     parts[#parts + 1] = 'running'
   end
@@ -782,6 +791,7 @@ function M.new_session()
   S.running = false
   S.turn_id = nil
   S.usage = nil
+  M.clear_plan()
   require('tandem.turns').reset()
   require('tandem.mcp').render()
   ui().line('· new session: it starts with your next prompt', 'Comment')
@@ -825,6 +835,43 @@ function M.answer(request_id, answer)
   end)
 end
 
+--- Forget the plan and take its block out of the chat (a new session, a restart).
+function M.clear_plan()
+  S.plan = nil
+  ui().set_plan(nil)
+  ui().refresh_bar()
+end
+
+--- The model's current plan (update_plan) for statuslines and scripts: a copy of its entries,
+--- `{ content, status }` with status `pending`, `in_progress` or `completed`; {} when it has none.
+---@return tandem.PlanEntry[]
+function M.plan()
+  return vim.deepcopy(S.plan or {})
+end
+
+--- For statuslines: "plan 2/5" (completed entries / all of them), or "" when there is no plan.
+---@return string
+function M.plan_status()
+  local entries = S.plan or {}
+  if #entries == 0 then
+    return ''
+  end
+  return ('plan %d/%d'):format(ui().plan_done(entries), #entries)
+end
+
+--- :Tandem plan: the current plan in a notification, one marker per entry ([x] completed,
+--- [~] in progress, [ ] pending).
+function M.show_plan()
+  local entries = S.plan or {}
+  if #entries == 0 then
+    notify(S.session and 'no plan: the model has not set one in this session (it keeps one with update_plan).'
+      or 'no plan: no session is open.')
+    return
+  end
+  local lines = ui().plan_lines(entries)
+  notify(('plan (%d/%d):\n%s'):format(ui().plan_done(entries), #entries, table.concat(lines, '\n')))
+end
+
 --- A short status string for statuslines.
 function M.status()
   if not S.session then
@@ -836,8 +883,10 @@ function M.status()
   end
   local gauge = M.gauge_text()
   local mcp = M.mcp_status()
-  return ('tandem: %s · %s · net %s%s%s%s'):format(S.session.model, S.session.mode, S.session.network and 'on' or 'off',
-    gauge ~= '' and (' · ' .. gauge) or '', mcp ~= '' and (' · ' .. mcp) or '', S.running and ' · running' or '')
+  local plan = M.plan_status()
+  return ('tandem: %s · %s · net %s%s%s%s%s'):format(S.session.model, S.session.mode, S.session.network and 'on' or 'off',
+    gauge ~= '' and (' · ' .. gauge) or '', mcp ~= '' and (' · ' .. mcp) or '', plan ~= '' and (' · ' .. plan) or '',
+    S.running and ' · running' or '')
 end
 
 --- For statuslines: "MCP 2/3" (the session's MCP servers that are ready / all of them), or ""

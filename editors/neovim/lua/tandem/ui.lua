@@ -2,7 +2,8 @@
 --
 -- The buffer is written only by this module. Positions that must survive later inserts (a tool
 -- call's header and last line, reasoning ranges) are extmarks, because shell output for an
--- earlier tool call can arrive after later blocks were written.
+-- earlier tool call can arrive after later blocks were written. The model's plan (update_plan) is
+-- a block of its own at the top of the buffer, rewritten in place on every `plan` event.
 local config = require('tandem.config')
 local diff = require('tandem.diff')
 
@@ -10,6 +11,12 @@ local M = {}
 
 local ns = vim.api.nvim_create_namespace('tandem.chat')
 M.ns = ns
+-- The plan block's highlights: a namespace of their own, so rewriting the block clears them
+-- without touching the chat's marks (a turn's first mark may sit on row 0, inside the block).
+local plan_ns = vim.api.nvim_create_namespace('tandem.plan')
+M.plan_ns = plan_ns
+-- Rows of the plan block at the top of the buffer (0: no plan shown). The chat starts below it.
+local plan_rows = 0
 
 local buf = nil -- the chat buffer
 local stream = nil -- { kind = 'assistant'|'reasoning', start_mark, end_mark, text }
@@ -58,8 +65,13 @@ function M.buffer()
   vim.bo[buf].swapfile = false
   vim.bo[buf].modifiable = false
   M.set_filetype(buf)
-  stream, tools, folds, turns = nil, {}, {}, {}
+  stream, tools, folds, turns, plan_rows = nil, {}, {}, {}, 0
   M.apply_buffer_keymaps(buf)
+  -- A chat buffer made again (the old one was wiped) shows the plan still in force.
+  local plan = require('tandem.server').state.plan
+  if plan and #plan > 0 then
+    M.set_plan(plan)
+  end
   return buf
 end
 
@@ -95,9 +107,11 @@ local function line_count()
   return vim.api.nvim_buf_line_count(M.buffer())
 end
 
+--- Nothing below the plan block but the one empty line a fresh chat has.
 local function is_empty()
   local b = M.buffer()
-  return vim.api.nvim_buf_line_count(b) == 1 and vim.api.nvim_buf_get_lines(b, 0, 1, false)[1] == ''
+  return vim.api.nvim_buf_line_count(b) == plan_rows + 1
+    and vim.api.nvim_buf_get_lines(b, plan_rows, plan_rows + 1, false)[1] == ''
 end
 
 local function mark_row(id)
@@ -161,8 +175,8 @@ function append(lines, hl)
       vim.api.nvim_buf_set_lines(b, prev - 1, prev, false, lines)
       first = prev - 1
     elseif is_empty() then
-      vim.api.nvim_buf_set_lines(b, 0, 1, false, lines)
-      first = 0
+      vim.api.nvim_buf_set_lines(b, plan_rows, plan_rows + 1, false, lines)
+      first = plan_rows
     else
       first = vim.api.nvim_buf_line_count(b)
       vim.api.nvim_buf_set_lines(b, -1, -1, false, lines)
@@ -549,6 +563,93 @@ function RENDER.turnEnded(ev)
   append(lines, ev.reason == 'completed' and 'Comment' or 'WarningMsg')
 end
 
+-- ── The plan ─────────────────────────────────────────────────────────────────────────────
+
+M.PLAN_MARKER = { completed = '[x]', in_progress = '[~]', pending = '[ ]' }
+local PLAN_HL = { completed = 'Comment', in_progress = 'DiagnosticInfo' }
+
+--- How many entries of a plan are completed.
+---@param entries tandem.PlanEntry[]
+---@return integer
+function M.plan_done(entries)
+  local done = 0
+  for _, e in ipairs(entries or {}) do
+    if e.status == 'completed' then
+      done = done + 1
+    end
+  end
+  return done
+end
+
+--- The lines of a plan, one marker per entry (an entry's further lines are indented under it).
+---@param entries tandem.PlanEntry[]
+---@param indent? string before each marker
+---@return string[] lines, (string|false)[] hls the highlight of each line
+function M.plan_lines(entries, indent)
+  indent = indent or ''
+  local lines, hls = {}, {}
+  for _, e in ipairs(entries or {}) do
+    local marker = M.PLAN_MARKER[e.status] or '[?]'
+    for i, l in ipairs(split_lines(tostring(e.content or ''))) do
+      lines[#lines + 1] = i == 1 and (indent .. marker .. ' ' .. l) or (indent .. (' '):rep(#marker + 1) .. l)
+      hls[#hls + 1] = PLAN_HL[e.status] or false
+    end
+  end
+  return lines, hls
+end
+
+--- Show the plan at the top of the chat: "▾ Plan (done/all)", an entry per line, then a blank line;
+--- an empty or nil plan removes the block. The block is replaced in place, never appended.
+---@param entries? tandem.PlanEntry[]
+function M.set_plan(entries)
+  local none = entries == nil or #entries == 0
+  if none and (not valid() or plan_rows == 0) then
+    return -- nothing shown (and no chat buffer made just to show nothing)
+  end
+  local b = M.buffer()
+  local lines, hls = {}, {}
+  if entries and #entries > 0 then
+    local body, body_hls = M.plan_lines(entries, '  ')
+    lines = { ('▾ Plan (%d/%d)'):format(M.plan_done(entries), #entries) }
+    hls = { 'Title' }
+    vim.list_extend(lines, body)
+    vim.list_extend(hls, body_hls)
+    lines[#lines + 1] = ''
+    hls[#hls + 1] = false
+  end
+  local prev = line_count()
+  local old = plan_rows
+  with_modifiable(function()
+    vim.api.nvim_buf_clear_namespace(b, plan_ns, 0, -1)
+    vim.api.nvim_buf_set_lines(b, 0, old, false, lines)
+    for i, hl in ipairs(hls) do
+      if hl then
+        vim.api.nvim_buf_set_extmark(b, plan_ns, i - 1, 0, { line_hl_group = hl })
+      end
+    end
+  end)
+  plan_rows = #lines
+  -- Rows kept as numbers move with the chat below the block.
+  local delta = plan_rows - old
+  if blank_row then
+    blank_row = blank_row + delta
+  end
+  if stream and stream.hl_row then
+    stream.hl_row = stream.hl_row + delta
+  end
+  follow(prev)
+end
+
+--- Rows of the plan block at the top of the chat (0 when no plan is shown).
+---@return integer
+function M.plan_rows()
+  return plan_rows
+end
+
+function RENDER.plan(ev)
+  M.set_plan(ev.entries)
+end
+
 --- Render one session/event.
 function M.render(ev)
   local fn = RENDER[ev.type]
@@ -665,7 +766,9 @@ function M.drop_turns(id)
   if not index or not valid() then
     return 0
   end
-  local row = mark_row(turns[index].first_mark)
+  -- A turn that began on row 0 keeps its first mark there when a plan block is put above it (the
+  -- mark stays left of text inserted at it): the chat below the plan starts at plan_rows.
+  local row = math.max(mark_row(turns[index].first_mark), plan_rows)
   local dropped = #turns - index + 1
   for i = #turns, index, -1 do
     table.remove(turns, i)
@@ -674,8 +777,8 @@ function M.drop_turns(id)
   with_modifiable(function(b)
     -- The marks of the dropped rows go with them (a deleted row's mark would slide onto what follows).
     vim.api.nvim_buf_clear_namespace(b, ns, row, -1)
-    if row == 0 then
-      vim.api.nvim_buf_set_lines(b, 0, -1, false, { '' })
+    if row == plan_rows then
+      vim.api.nvim_buf_set_lines(b, row, -1, false, { '' })
     else
       vim.api.nvim_buf_set_lines(b, row, -1, false, {})
     end
@@ -748,14 +851,16 @@ function M.load_history(res)
       RENDER.notice({ kind = m.kind, text = text })
     end
   end
+  M.set_plan(res.plan)
 end
 
 function M.clear()
   with_modifiable(function(b)
     vim.api.nvim_buf_clear_namespace(b, ns, 0, -1)
+    vim.api.nvim_buf_clear_namespace(b, plan_ns, 0, -1)
     vim.api.nvim_buf_set_lines(b, 0, -1, false, { '' })
   end)
-  stream, tools, folds, blank_row, deferred, turns = nil, {}, {}, nil, {}, {}
+  stream, tools, folds, blank_row, deferred, turns, plan_rows = nil, {}, {}, nil, {}, {}, 0
 end
 
 -- Folding: reasoning blocks are closed folds (foldlevel 0), computed from their extmarks.

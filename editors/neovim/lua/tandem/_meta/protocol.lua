@@ -49,6 +49,7 @@
 ---@field messages table[] the history page, oldest first
 ---@field pending? table[] approvalRequested and questionAsked events still open
 ---@field cursor? string present when older messages were left out
+---@field plan? tandem.PlanEntry[] the model's current plan (update_plan); absent when it has none
 
 ---@class tandem.DiffEntry One file of a proposed or applied change.
 ---@field path string
@@ -111,6 +112,15 @@
 ---@field output? string a chunk of shell output, with running
 ---@field result? string the tool result, with a final status
 ---@field diff? tandem.DiffEntry[] the change written, with completed (write_file, edit_file)
+
+---@alias tandem.PlanStatus 'pending'|'in_progress'|'completed'
+
+---@class tandem.PlanEntry A step of the model's plan (update_plan).
+---@field content string
+---@field status tandem.PlanStatus
+
+---@class tandem.PlanEvent: tandem.Event The model's plan changed: the whole plan, in order; empty means no plan.
+---@field entries tandem.PlanEntry[]
 
 ---@class tandem.Notice: tandem.Event
 ---@field kind 'interrupted'|'error'|'retrying'|'warning'|'network' (history adds 'model_switch', 'compacted', 'rewound')
