@@ -17,11 +17,13 @@
 //! so the rows of a session are always a prefix of what it did, never a prefix with holes.
 
 mod checkpoints;
+mod data_dir;
 mod records;
 mod schema;
 mod writer;
 
 pub use checkpoints::{CheckpointFileRecord, PendingScan};
+pub use data_dir::{default_database_path, prepare_data_dir};
 pub use records::*;
 
 #[cfg(test)]
@@ -760,43 +762,5 @@ impl Store {
     /// The result of `PRAGMA integrity_check`: `"ok"` for a healthy database.
     pub async fn integrity_check(&self) -> Result<String, StoreError> {
         self.ask(|reply| Command::IntegrityCheck { reply }).await
-    }
-}
-
-/// The data directory made absolute (against the current directory), created, and
-/// canonical (links resolved), before anything is served: tandem protects it from the agent by
-/// that path from the first op on, and the shell sandbox mounts it read-only by it. A relative
-/// `--data-dir state` or one reached through a symlinked parent would otherwise be protected
-/// under a spelling the checks never see (and a relative mount breaks every sandboxed command).
-pub fn prepare_data_dir(data_dir: Option<&Path>) -> Result<PathBuf, StoreError> {
-    let database = default_database_path(data_dir);
-    let dir = database
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let open_error = |source: std::io::Error| StoreError::Open {
-        path: database.clone(),
-        source: Box::new(source),
-    };
-    let absolute = if dir.is_absolute() {
-        dir
-    } else {
-        std::env::current_dir().map_err(open_error)?.join(dir)
-    };
-    std::fs::create_dir_all(&absolute).map_err(open_error)?;
-    std::fs::canonicalize(&absolute).map_err(open_error)
-}
-
-/// Where the database lives: `data_dir/tandem.sqlite3` when a data dir is given (`--data-dir`
-/// or `TANDEM_HOME`), else the platform data directory, else `./.tandem/`.
-pub fn default_database_path(data_dir: Option<&Path>) -> PathBuf {
-    const FILE: &str = "tandem.sqlite3";
-    match data_dir {
-        Some(dir) => dir.join(FILE),
-        None => match dirs::data_dir() {
-            Some(dir) => dir.join("tandem").join(FILE),
-            None => PathBuf::from(".tandem").join(FILE),
-        },
     }
 }

@@ -625,3 +625,108 @@ pub struct Captured {
     pub key: Option<StatKey>,
     pub content: Option<Vec<u8>>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(path: &str) -> EntryId {
+        EntryId {
+            root: 0,
+            relative: PathBuf::from(path),
+        }
+    }
+
+    #[test]
+    fn ids_order_by_bytes_with_a_folder_before_what_it_holds() {
+        let mut ids = [id("a/b"), id("a-b"), id("a"), id("a/b/c"), id("B")];
+        ids.sort();
+        let order: Vec<_> = ids
+            .iter()
+            .map(|i| i.relative.display().to_string())
+            .collect();
+        assert_eq!(order, ["B", "a", "a-b", "a/b", "a/b/c"]);
+    }
+
+    #[test]
+    fn states_are_the_same_only_when_their_content_and_mode_are_known_equal() {
+        let file = |mode, hash: Option<&str>| FileState::File {
+            mode,
+            size: 1,
+            hash: hash.map(str::to_owned),
+            not_captured: None,
+        };
+        assert!(file(0o100644, Some("h")).same_as(&file(0o644, Some("h"))));
+        assert!(!file(0o100644, Some("h")).same_as(&file(0o100755, Some("h"))));
+        assert!(!file(0o644, Some("h")).same_as(&file(0o644, Some("i"))));
+        // Not captured: nobody can tell.
+        assert!(!file(0o644, None).same_as(&file(0o644, None)));
+        let ignored = FileState::Ignored {
+            dir: false,
+            size: 1,
+        };
+        assert!(!ignored.same_as(&ignored.clone()));
+        assert!(FileState::Dir { mode: 0o40755 }.same_as(&FileState::Dir { mode: 0o755 }));
+        assert!(FileState::Absent.same_as(&FileState::Absent));
+        assert_eq!(ignored.not_captured(), Some(IGNORED_REASON));
+    }
+
+    #[test]
+    fn a_restore_refuses_a_folder_swapped_for_a_link_and_protected_paths() {
+        let outside = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        let ws = Workspace::open(vec![root.clone()]).unwrap();
+        let target = FileState::File {
+            mode: 0o644,
+            size: 2,
+            hash: Some(content_hash(b"x\n")),
+            not_captured: None,
+        };
+        ws.restore_entry(&id("sub/f.txt"), &target, Some(b"x\n"))
+            .unwrap();
+        assert_eq!(std::fs::read(root.join("sub/f.txt")).unwrap(), b"x\n");
+        // The folder becomes a link to somewhere else: the restore must not follow it.
+        std::fs::remove_dir_all(root.join("sub")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("sub")).unwrap();
+        let refused = ws
+            .restore_entry(&id("sub/f.txt"), &target, Some(b"x\n"))
+            .unwrap_err();
+        assert!(refused.contains("outside"), "{refused}");
+        assert!(!outside.path().join("f.txt").exists());
+        // A link to another folder inside the root is refused too: the recorded folder is gone.
+        std::fs::remove_file(root.join("sub")).unwrap();
+        std::fs::create_dir(root.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink("elsewhere", root.join("sub")).unwrap();
+        let refused = ws
+            .restore_entry(&id("sub/f.txt"), &target, Some(b"x\n"))
+            .unwrap_err();
+        assert!(refused.contains("not where it was"), "{refused}");
+        assert!(!root.join("elsewhere/f.txt").exists());
+        let protected = ws
+            .restore_entry(&id(".git/config"), &target, Some(b"x\n"))
+            .unwrap_err();
+        assert!(protected.starts_with("protected"), "{protected}");
+    }
+
+    #[test]
+    fn a_walk_lists_ignored_entries_only_at_its_edge() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join(".gitignore"), "build/\n*.log\n").unwrap();
+        std::fs::create_dir_all(root.join("build/deep")).unwrap();
+        std::fs::write(root.join("build/deep/x.o"), "o").unwrap();
+        std::fs::write(root.join("run.log"), "l").unwrap();
+        std::fs::write(root.join("kept.txt"), "k").unwrap();
+        std::fs::create_dir(root.join(".git")).unwrap();
+        let walk = Workspace::open(vec![root]).unwrap().walk_for_snapshot();
+        let names = |list: &[(EntryId, StatKey)]| -> Vec<String> {
+            list.iter()
+                .map(|(i, _)| i.relative.display().to_string())
+                .collect()
+        };
+        assert_eq!(names(&walk.entries), [".gitignore", "kept.txt"]);
+        assert_eq!(names(&walk.ignored), ["build", "run.log"]);
+    }
+}
