@@ -672,7 +672,9 @@ export function kindOf(name: string): ToolKind {
 }
 
 function titleOf(name: string, args: unknown): string {
-  const a = (args ?? {}) as { path?: string; command?: string; pattern?: string };
+  const a = (args ?? {}) as { path?: string; command?: string; pattern?: string; entries?: unknown };
+  // As the server titles it live (src/tools/mod.rs), so a resumed plan update reads the same.
+  if (name === 'update_plan' && Array.isArray(a.entries)) return `Update the plan (${a.entries.length} steps)`;
   const detail = a.command ?? a.path ?? a.pattern;
   return detail ? `${name} ${detail}` : name;
 }

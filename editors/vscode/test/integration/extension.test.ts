@@ -857,6 +857,8 @@ describe('the extension in a fake VS Code host', () => {
     await fake.commands.get('tandem.sessions')!();
     assert.equal(viewMeta(view).sessionId, sessionId);
     assert.deepEqual(viewMeta(view).plan, second, 'session/load brought the plan back');
+    const resumedCards = viewItems(view).filter((i) => i.type === 'tool' && i.name === 'update_plan');
+    assert.deepEqual(resumedCards.map((c) => [c.kind, c.title]), cards.map((c) => [c.kind, c.title]), 'the resumed cards read as the live ones');
 
     // The model clears its plan with an empty list.
     await llm.enqueue({ steps: [call('call_plan3', 'update_plan', { entries: [] })] }, { steps: [say('No plan now.')] });

@@ -114,6 +114,11 @@ test('the plan reaches the webview in meta, also in the snapshot of a view opene
   assert.deepEqual(snap.snapshot.meta.plan, THREE);
 });
 
-test('update_plan cards are of kind think after a resume, as the server announces them', () => {
+test('update_plan cards of a resumed session have the kind and title the server gives them live', () => {
   assert.equal(kindOf('update_plan'), 'think');
+  const s = new ChatState();
+  s.loadHistory([{ role: 'assistant', text: '', turnId: 't1', toolCalls: [{ toolCallId: 'c1', name: 'update_plan', arguments: { entries: THREE }, result: 'Plan updated: 1 of 3 steps completed.', status: 'completed' }] }]);
+  const card = s.items[0];
+  assert.ok(card?.type === 'tool');
+  assert.deepEqual([card.kind, card.title, card.status], ['think', 'Update the plan (3 steps)', 'completed']);
 });
