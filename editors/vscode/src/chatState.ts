@@ -3,7 +3,8 @@
 // Pure and vscode-free: the extension owns one instance, the webview only renders what it is sent,
 // so hiding or reloading the view loses nothing.
 import { applyMcpStatus, type McpServerInfo, type McpToolRef } from './mcp';
-import type { ApprovalOption, Decision, FileDiff, Mode, ModelInfo, RestoreScope, SessionEvent, ToolKind, ToolStatus, TurnEndReason } from './protocol';
+import { normalizePlan } from './plan';
+import type { ApprovalOption, Decision, FileDiff, Mode, ModelInfo, PlanEntry, RestoreScope, SessionEvent, ToolKind, ToolStatus, TurnEndReason } from './protocol';
 
 export interface ApprovalView {
   requestId: string;
@@ -96,6 +97,11 @@ export interface ChatMeta {
    * new edit, so the webview fills its box once per edit (also from a snapshot), never over what the user typed.
    */
   editing?: { turnId: string; text: string; id: number };
+  /**
+   * The model's current plan (`update_plan`), shown as a checklist above the prompt box: replaced by every `plan`
+   * event, restored by `session/load`, unset when there is none (an empty plan, a new or other session).
+   */
+  plan?: PlanEntry[];
 }
 
 export interface Snapshot {
@@ -134,7 +140,7 @@ export class ChatState {
     this.currentAssistant = -1;
     this.lastSeq = 0;
     this.rewindEchoes.clear();
-    this.meta = { ...this.meta, sessionId: undefined, turn: 'idle', turnId: undefined, lastEnd: undefined, usage: undefined, lastSession: undefined, networkAccess: undefined, mcp: undefined, editing: undefined };
+    this.meta = { ...this.meta, sessionId: undefined, turn: 'idle', turnId: undefined, lastEnd: undefined, usage: undefined, lastSession: undefined, networkAccess: undefined, mcp: undefined, editing: undefined, plan: undefined };
     if (session) Object.assign(this.meta, { sessionId: session.sessionId, model: session.model, mode: session.mode });
   }
 
@@ -479,6 +485,11 @@ export class ChatState {
         if (e.turnId && this.isEcho(e.turnId, e.restore)) break;
         return e.turnId ? this.rewind(e.turnId, e.restore, e.files ?? []) : ch;
       }
+      case 'plan':
+        // The whole plan each time: what the chat shows is replaced, and an empty list clears it.
+        this.meta.plan = normalizePlan(e.entries);
+        ch.meta = true;
+        break;
       case 'mcpStatus':
         // Not part of a turn: only the server list in meta changes.
         this.meta.mcp = applyMcpStatus(this.meta.mcp ?? [], e);
@@ -542,6 +553,12 @@ export class ChatState {
       totalInput: totals.reduce((a, u) => a + u.inputTokens, 0),
       totalOutput: totals.reduce((a, u) => a + u.outputTokens, 0),
     };
+    return { items: [], meta: true };
+  }
+
+  /** The plan of a resumed session (`session/load`'s `plan`; absent: none). */
+  loadPlan(plan: unknown): Change {
+    this.meta.plan = normalizePlan(plan);
     return { items: [], meta: true };
   }
 
@@ -647,6 +664,7 @@ export function kindOf(name: string): ToolKind {
       return 'execute';
     case 'ask_user':
     case 'propose_plan':
+    case 'update_plan':
       return 'think';
     default:
       return 'other';
@@ -654,7 +672,9 @@ export function kindOf(name: string): ToolKind {
 }
 
 function titleOf(name: string, args: unknown): string {
-  const a = (args ?? {}) as { path?: string; command?: string; pattern?: string };
+  const a = (args ?? {}) as { path?: string; command?: string; pattern?: string; entries?: unknown };
+  // As the server titles it live (src/tools/mod.rs), so a resumed plan update reads the same.
+  if (name === 'update_plan' && Array.isArray(a.entries)) return `Update the plan (${a.entries.length} steps)`;
   const detail = a.command ?? a.path ?? a.pattern;
   return detail ? `${name} ${detail}` : name;
 }

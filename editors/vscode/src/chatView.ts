@@ -111,6 +111,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
   <div id="usage" class="usage" data-testid="usage"></div>
   <div id="context" class="context" data-testid="context-gauge" hidden><div class="gauge"><div id="gauge-fill" class="gauge-fill"></div></div><span id="context-text"></span></div>
   <div id="attachments" class="attachments" data-testid="attachments"></div>
+  <details id="plan" class="plan-panel" data-testid="plan" open hidden><summary><span class="plan-title">Plan</span> <span id="plan-count" class="plan-count" data-testid="plan-count"></span> <span id="plan-current" class="plan-current"></span></summary><ol id="plan-list" class="plan-list"></ol></details>
   <div id="editing" class="editing" data-testid="editing" hidden><span>Editing a sent prompt: sending undoes that turn and every later one (files and conversation), then sends this text.</span> <button id="cancel-edit" class="secondary" data-testid="cancel-edit" type="button">Cancel</button></div>
   <div class="composer">
     <textarea id="prompt" rows="3" data-testid="prompt" aria-label="Prompt"></textarea>

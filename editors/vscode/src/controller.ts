@@ -307,6 +307,7 @@ export class Controller implements vscode.Disposable {
     this.state.setMeta({ networkAccess: s.networkAccess ?? false });
     this.state.loadHistory(s.messages ?? []);
     this.state.loadUsage(s.usage, s.messages ?? []);
+    this.state.loadPlan(s.plan);
     this.bridge.resync();
     this.refreshUi({ items: [], meta: true });
     void this.loadMcpStatus(client, s.sessionId);

@@ -16,6 +16,16 @@ export type ToolStatus = 'pending' | 'awaitingApproval' | 'running' | 'completed
 
 export type TurnEndReason = 'completed' | 'interrupted' | 'error' | 'contextExceeded' | 'maxIterations';
 
+/** Where a step of the model's plan stands (`update_plan`; snake_case, as in ACP's plan). */
+export type PlanStatus = 'pending' | 'in_progress' | 'completed';
+export const PLAN_STATUSES: readonly PlanStatus[] = ['pending', 'in_progress', 'completed'];
+
+/** One step of the model's plan (the `plan` event's `entries`, `session/load`'s `plan`). */
+export interface PlanEntry {
+  content: string;
+  status: PlanStatus;
+}
+
 export interface ModelInfo {
   id: string;
   provider?: string;
@@ -62,6 +72,8 @@ export interface LoadSessionResult {
   pending: unknown[];
   networkAccess?: boolean;
   usage?: { model: string; inputTokens: number; outputTokens: number; cachedTokens?: number }[];
+  /** The model's current plan (`update_plan`); absent when it has none. */
+  plan?: PlanEntry[];
 }
 
 export type PromptPart = { type: 'text'; text: string } | { type: 'image'; mimeType: string; data: string };
@@ -136,6 +148,8 @@ export type SessionEvent = EventBase &
     | { type: 'turnEnded'; reason: TurnEndReason; error?: { message: string; retriable: boolean } }
     | { type: 'mcpStatus'; server: string; status: McpServerStatus; tools?: string[]; error?: string }
     | { type: 'rewound'; restore: RestoreScope; files: string[] }
+    /** The model's plan changed: the whole list, in order; empty means no plan (protocol.md, "Event `plan`"). */
+    | { type: 'plan'; entries: PlanEntry[] }
   );
 
 // ---- checkpoints, turn diff, rewind, fork (protocol.md "Checkpoints" and the methods after it) ----------------

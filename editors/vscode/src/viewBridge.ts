@@ -5,9 +5,21 @@
 // A streaming assistant message only grows, so while it streams the bridge posts what was appended since the
 // last post (`append`) instead of the whole message: re-sending and re-parsing a 2,000-line answer on every
 // chunk made streaming cost quadratic CPU in the extension host and the webview (issue 23 item 9).
-import type { Change, ChatState } from './chatState';
+import type { Change, ChatItem, ChatMeta, ChatState, Snapshot } from './chatState';
 
-export type Post = (message: unknown) => unknown;
+/**
+ * What the extension posts to the chat webview (the other direction is chatView.ts's WebviewMessage). The plan's
+ * checklist rides in `meta` (ChatMeta.plan), so a reloaded view gets it with the snapshot.
+ */
+export type HostMessage =
+  | { type: 'snapshot'; snapshot: Snapshot }
+  | { type: 'items'; updates: { index: number; item: ChatItem }[] }
+  | { type: 'append'; index: number; text: string; reasoning: string }
+  | { type: 'meta'; meta: ChatMeta }
+  | { type: 'focus' }
+  | { type: 'mention'; mention: string | null };
+
+export type Post = (message: HostMessage) => unknown;
 
 export class ViewBridge {
   private post?: Post;
@@ -85,7 +97,7 @@ export class ViewBridge {
     else this.sent.delete(index);
   }
 
-  send(message: unknown): void {
+  send(message: HostMessage): void {
     if (this.ready && this.post) this.post(message);
   }
 }

@@ -2,8 +2,10 @@
 // updates, and turns clicks and keys into messages for the extension. It keeps no conversation state of
 // its own beyond the draft, so a reloaded view is rebuilt from the extension after the `ready` handshake.
 import MarkdownIt from 'markdown-it';
-import { isTurnStart, type ChatItem, type ChatMeta, type Snapshot } from '../chatState';
+import { isTurnStart, type ChatItem, type ChatMeta } from '../chatState';
 import type { WebviewMessage } from '../chatView';
+import type { HostMessage } from '../viewBridge';
+import { planView } from '../plan';
 import type { TurnAction } from '../checkpoints';
 import type { Decision } from '../protocol';
 import { contextGauge, diffStat, isTooLargeToEdit } from '../promptContext';
@@ -403,6 +405,7 @@ function renderMeta(): void {
     fill.style.width = `${gauge.percent}%`;
     fill.dataset.level = gauge.percent >= 85 ? 'high' : gauge.percent >= 60 ? 'mid' : 'low';
   }
+  renderPlan(meta.plan);
   const u = meta.usage;
   $('#usage').textContent = u
     ? `Tokens: last ${u.inputTokens} in / ${u.outputTokens} out${u.cachedTokens ? ` (${u.cachedTokens} cached)` : ''} · session ${u.totalInput} in / ${u.totalOutput} out`
@@ -414,6 +417,35 @@ function renderMeta(): void {
   if (!running && end?.reason === 'error') {
     ended.append(button('Retry', 'retry', () => vscode.postMessage({ type: 'command', command: 'tandem.retry' }), 'secondary'));
   }
+}
+
+/**
+ * The model's plan as a checklist pinned above the prompt box: a heading with the count of completed steps ("2/5")
+ * and the step in progress, and one row per step (✓ completed, ▸ in progress, ○ pending). Hidden without a plan.
+ * The <details> is built once in the HTML, so whether the user folded it survives every update.
+ */
+function renderPlan(plan: ChatMeta['plan']): void {
+  const box = $<HTMLDetailsElement>('#plan');
+  const view = planView(plan);
+  box.hidden = !view;
+  if (!view) {
+    $('#plan-list').replaceChildren();
+    return;
+  }
+  $('#plan-count').textContent = view.count;
+  $('#plan-current').textContent = view.current ?? (view.done === view.total ? 'all steps done' : '');
+  box.dataset.done = String(view.done);
+  box.dataset.total = String(view.total);
+  $('#plan-list').replaceChildren(
+    ...view.rows.map((r) =>
+      el(
+        'li',
+        { class: `plan-entry plan-${r.status}`, 'data-testid': 'plan-entry', 'data-status': r.status, title: r.label },
+        el('span', { class: 'plan-marker', 'aria-label': r.label }, r.marker),
+        el('span', { class: 'plan-content' }, r.content),
+      ),
+    ),
+  );
 }
 
 function atBottom(): boolean {
@@ -463,13 +495,7 @@ function append(index: number, text: string, reasoning: string): void {
 }
 
 window.addEventListener('message', (ev: MessageEvent) => {
-  const m = ev.data as
-    | { type: 'snapshot'; snapshot: Snapshot }
-    | { type: 'items'; updates: { index: number; item: ChatItem }[] }
-    | { type: 'append'; index: number; text: string; reasoning: string }
-    | { type: 'meta'; meta: ChatMeta }
-    | { type: 'focus' }
-    | { type: 'mention'; mention: string | null };
+  const m = ev.data as HostMessage;
   if (m.type === 'snapshot') {
     items = m.snapshot.items.slice();
     meta = m.snapshot.meta;

@@ -705,6 +705,42 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
     await screenshot(page, 'mention-sent');
   });
 
+  // ---- the model's plan (update_plan) as a checklist above the prompt box ---------------------------------------
+  await llm.enqueue(
+    {
+      steps: [
+        call('call_e2e_plan', 'update_plan', {
+          entries: [
+            { content: 'Read the README', status: 'completed' },
+            { content: 'Write the summary', status: 'in_progress' },
+            { content: 'Check the links', status: 'pending' },
+          ],
+        }),
+      ],
+    },
+    { steps: [say('Plan made.')] },
+  );
+  await check('the plan the model sets with update_plan shows as a checklist above the prompt box, with its count and markers', async () => {
+    if (await c.locator('[data-testid=plan]').isVisible()) throw new Error('a plan panel shows before the model made a plan');
+    await c.locator('[data-testid=prompt]').fill('Make a plan');
+    await c.locator('[data-testid=prompt]').press('Enter');
+    await c.locator('[data-testid=assistant-message]', { hasText: 'Plan made.' }).waitFor();
+    const panel = c.locator('[data-testid=plan]');
+    await panel.waitFor({ state: 'visible' });
+    await panel.locator('[data-testid=plan-count]', { hasText: '1/3' }).waitFor();
+    const rows = await panel.locator('[data-testid=plan-entry]').evaluateAll((els) => els.map((e) => [(e as HTMLElement).dataset.status, e.textContent?.trim()]));
+    const want = [
+      ['completed', '✓Read the README'],
+      ['in_progress', '▸Write the summary'],
+      ['pending', '○Check the links'],
+    ];
+    if (JSON.stringify(rows) !== JSON.stringify(want)) throw new Error(`the checklist shows ${JSON.stringify(rows)}`);
+    // Pinned above the prompt box, where it stays in view while the chat scrolls.
+    const [planBox, promptBox] = [await panel.boundingBox(), await c.locator('[data-testid=prompt]').boundingBox()];
+    if (!planBox || !promptBox || planBox.y + planBox.height > promptBox.y) throw new Error(`the plan is not above the prompt box: ${JSON.stringify({ planBox, promptBox })}`);
+    await screenshot(page, 'plan-checklist');
+  });
+
   /** Streams `lines` as one answer, one line per chunk, and returns the CPU it cost (recorded in `file`). */
   const streamMeasured = async (lines: string[], prompt: string, file: string, end: string) => {
     await llm.enqueue({ steps: [...lines.map((l) => say(`${l}\n`)), say(end)] });

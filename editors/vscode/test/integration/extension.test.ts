@@ -819,6 +819,54 @@ describe('the extension in a fake VS Code host', () => {
     assert.deepEqual([resumed.totalInput, resumed.totalOutput, resumed.inputTokens, resumed.outputTokens], [600, 27, 300, 11], 'session totals and the last answer');
   });
 
+  test('the plan the model sets with update_plan shows in the chat, follows each update, is gone in a new session and comes back on resume', async () => {
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    const first = [
+      { content: 'Read the failing test', status: 'in_progress' },
+      { content: 'Fix the parser', status: 'pending' },
+      { content: 'Run the suite', status: 'pending' },
+    ];
+    const second = [
+      { content: 'Read the failing test', status: 'completed' },
+      { content: 'Fix the parser', status: 'in_progress' },
+      { content: 'Run the suite', status: 'pending' },
+    ];
+    const hold = gate();
+    await llm.enqueue(
+      { steps: [call('call_plan1', 'update_plan', { entries: first })] },
+      { steps: [{ until: hold.promise }, call('call_plan2', 'update_plan', { entries: second })] },
+      { steps: [say('Planned.')] },
+    );
+    view.send({ type: 'prompt', text: 'fix the parser' });
+    // update_plan never asks, in ask mode too: the first plan shows while the turn still runs.
+    await waitFor(() => viewMeta(view).plan?.length === 3, 10_000, 'the first plan in the view');
+    assert.deepEqual(viewMeta(view).plan, first);
+    assert.equal(viewMeta(view).turn, 'running');
+    hold.open();
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'Planned.'), 10_000, 'the turn');
+    assert.deepEqual(viewMeta(view).plan, second, 'the second update_plan replaced the first');
+    const cards = viewItems(view).filter((i) => i.type === 'tool' && i.name === 'update_plan');
+    assert.deepEqual(cards.map((c) => [c.status, c.kind]), [['completed', 'think'], ['completed', 'think']]);
+
+    const sessionId = viewMeta(view).sessionId;
+    await fake.commands.get('tandem.newSession')!();
+    assert.equal(viewMeta(view).plan, undefined, 'a new session has no plan');
+    fake.quickPickAnswers.push((items) => items.find((i: any) => i.sessionId === sessionId));
+    await fake.commands.get('tandem.sessions')!();
+    assert.equal(viewMeta(view).sessionId, sessionId);
+    assert.deepEqual(viewMeta(view).plan, second, 'session/load brought the plan back');
+    const resumedCards = viewItems(view).filter((i) => i.type === 'tool' && i.name === 'update_plan');
+    assert.deepEqual(resumedCards.map((c) => [c.kind, c.title]), cards.map((c) => [c.kind, c.title]), 'the resumed cards read as the live ones');
+
+    // The model clears its plan with an empty list.
+    await llm.enqueue({ steps: [call('call_plan3', 'update_plan', { entries: [] })] }, { steps: [say('No plan now.')] });
+    view.send({ type: 'prompt', text: 'drop the plan' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'No plan now.'), 10_000, 'the clearing turn');
+    assert.equal(viewMeta(view).plan, undefined, 'an empty plan clears the checklist');
+  });
+
   test('a resumed session waiting on an approval shows the call once, awaiting approval, not completed', async () => {
     const first = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
     first.view.send({ type: 'ready' });
