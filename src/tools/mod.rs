@@ -11,6 +11,7 @@ pub mod landlock;
 pub mod process_tree;
 pub mod sandbox;
 pub mod shell;
+pub mod skills;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -111,6 +112,13 @@ fn update_plan_schema() -> Value {
         "required":["entries"],"additionalProperties":false})
 }
 
+fn skill_schema() -> Value {
+    json!({"type":"object","properties":{
+        "name":{"type":"string","description":"The skill's name, as the system prompt lists it"},
+        "file":{"type":"string","description":"One of the skill's files to read instead of its instructions"}},
+        "required":["name"],"additionalProperties":false})
+}
+
 /// The most entries a plan holds, and the longest entry (characters): a plan is a checklist an
 /// editor shows, not a place for documents.
 pub const MAX_PLAN_ENTRIES: usize = 64;
@@ -175,6 +183,13 @@ pub static TOOLS: &[ToolMeta] = &[
         parameters: ask_user_schema,
     },
     ToolMeta {
+        name: "skill",
+        risk: Risk::Low,
+        kind: ToolKind::Read,
+        description: "Load a skill listed in the system prompt: its instructions and the list of its files; with `file`, one of those files.",
+        parameters: skill_schema,
+    },
+    ToolMeta {
         name: "update_plan",
         risk: Risk::Low,
         kind: ToolKind::Think,
@@ -235,6 +250,11 @@ pub enum ToolArgs {
     ProposePlan {
         plan: String,
     },
+    /// Load a skill's instructions, or one of its files.
+    Skill {
+        name: String,
+        file: Option<String>,
+    },
     /// The model's checklist for the task (replaces the previous one).
     UpdatePlan {
         entries: Vec<crate::protocol::PlanEntry>,
@@ -246,6 +266,14 @@ pub enum ToolArgs {
         tool: String,
         arguments: Value,
     },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SkillArgs {
+    name: String,
+    #[serde(default)]
+    file: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -370,6 +398,13 @@ pub fn parse_args(name: &str, arguments: &Value) -> Result<ToolArgs, String> {
         "propose_plan" => ToolArgs::ProposePlan {
             plan: de::<PlanArgs>(name, arguments)?.plan,
         },
+        "skill" => {
+            let a: SkillArgs = de(name, arguments)?;
+            ToolArgs::Skill {
+                name: a.name,
+                file: a.file,
+            }
+        }
         "update_plan" => {
             let a: UpdatePlanArgs = de(name, arguments)?;
             if a.entries.len() > MAX_PLAN_ENTRIES {
@@ -426,6 +461,11 @@ impl ToolArgs {
             ToolArgs::UpdatePlan { entries } => {
                 format!("Update the plan ({} steps)", entries.len())
             }
+            ToolArgs::Skill { name, file: None } => format!("Load skill {name}"),
+            ToolArgs::Skill {
+                name,
+                file: Some(file),
+            } => format!("Read {file} of skill {name}"),
             // The server first: an editor (and ACP's title) shows which program runs it.
             ToolArgs::Mcp { server, tool, .. } => format!("{server}: {tool}"),
         }
@@ -486,6 +526,22 @@ pub async fn run_read_only(workspace: Workspace, args: ToolArgs) -> fs::ToolOutc
             path,
             glob,
         } => fs::grep(&workspace, &pattern, path.as_deref(), glob.as_deref()),
+        ToolArgs::Skill { name, file } => {
+            match skills::run(
+                &skills::skill_folders(workspace.roots()),
+                &name,
+                file.as_deref(),
+            ) {
+                Ok(output) => fs::ToolOutcome {
+                    output,
+                    is_error: false,
+                },
+                Err(output) => fs::ToolOutcome {
+                    output,
+                    is_error: true,
+                },
+            }
+        }
         other => fs::ToolOutcome {
             output: format!("internal error: {} is not a read-only tool", other.title()),
             is_error: true,

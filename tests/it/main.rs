@@ -34,6 +34,7 @@ mod providers;
 mod resilience;
 mod sandbox;
 mod security;
+mod skills;
 mod stop;
 mod storm;
 mod tidy;

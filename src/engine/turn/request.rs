@@ -18,16 +18,23 @@ impl Turn {
                     }
                 }
             }
-            found
+            // The skills' names and descriptions only (the `skill` tool loads a body), sorted:
+            // the same files give the same bytes at every turn.
+            let skills = crate::tools::skills::prompt_section(&crate::tools::skills::discover(
+                &crate::tools::skills::skill_folders(workspace.roots()),
+            ));
+            (found, skills)
         })
         .await
         .unwrap_or_default();
+        let (files, skills) = files;
         let mut system = BASE_SYSTEM_PROMPT.to_owned();
         for (name, text) in files {
             system.push_str(&format!(
                 "\n\n<project-instructions file=\"{name}\">\n{text}\n</project-instructions>"
             ));
         }
+        system.push_str(&skills);
         system
     }
 
