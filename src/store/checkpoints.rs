@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::writer::answer;
 use super::writer::sql::{to_i64, to_u64};
 use super::{Command, Reply, SessionRecord, Store, StoreError};
 
@@ -43,7 +44,7 @@ pub struct PendingScan {
 }
 
 /// How an op completes once its batch committed (`None`) or failed (the error).
-pub(super) type Finish = Box<dyn FnOnce(Option<&StoreError>) + Send>;
+pub(super) use super::writer::Finish;
 
 pub(super) enum CheckpointOp {
     PutBlob {
@@ -225,16 +226,6 @@ fn done_err<T: Send + 'static>(reply: Reply<T>) -> Finish {
     Box::new(move |failure| {
         let error = failure.map_or(StoreError::Closed, StoreError::duplicate);
         let _ = reply.send(Err(error));
-    })
-}
-
-fn answer<T: Send + 'static>(reply: Reply<T>, result: Result<T, StoreError>) -> Finish {
-    Box::new(move |failure| {
-        let result = match failure {
-            Some(e) => Err(e.duplicate()),
-            None => result,
-        };
-        let _ = reply.send(result);
     })
 }
 

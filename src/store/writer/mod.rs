@@ -21,7 +21,7 @@ const MAX_BATCH: usize = 256;
 
 /// What to do for one command once its batch is committed (or failed): `None` when the batch
 /// committed, the commit error otherwise.
-type Finish = Box<dyn FnOnce(Option<&StoreError>) + Send>;
+pub(super) type Finish = Box<dyn FnOnce(Option<&StoreError>) + Send>;
 
 pub(super) fn run(conn: Connection, receiver: mpsc::Receiver<Command>, diverged: Diverged) {
     let mut writer = Writer {
@@ -452,7 +452,10 @@ fn skip(command: Command) -> Finish {
 
 /// Send `result` once the batch committed, or the batch's error if it did not (a read inside
 /// a rolled-back batch may have seen rows that no longer exist).
-fn answer<T: Send + 'static>(reply: super::Reply<T>, result: Result<T, StoreError>) -> Finish {
+pub(super) fn answer<T: Send + 'static>(
+    reply: super::Reply<T>,
+    result: Result<T, StoreError>,
+) -> Finish {
     Box::new(move |failure| {
         let result = match failure {
             Some(e) => Err(e.duplicate()),
