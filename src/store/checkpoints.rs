@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::writer::answer;
-use super::writer::sql::{to_i64, to_u64};
+use super::writer::sql::{insert_session, to_i64, to_u64};
 use super::{Command, Reply, SessionRecord, Store, StoreError};
 
 /// One path a turn changed, as stored.
@@ -336,20 +336,7 @@ fn fork(
     record: &SessionRecord,
     up_to_position: Option<u64>,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO sessions (id, cwd, model, mode, title, created_at, updated_at, allow_network)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    )?
-    .execute(params![
-        record.id,
-        record.cwd,
-        record.model,
-        record.mode,
-        record.title,
-        to_i64(record.created_at),
-        to_i64(record.updated_at),
-        record.allow_network
-    ])?;
+    insert_session(conn, record)?;
     conn.prepare_cached(
         "INSERT INTO messages (session_id, position, message_id, turn_id, role, json, display)
          SELECT ?2, position, message_id, turn_id, role, json, display FROM messages

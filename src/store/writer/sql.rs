@@ -10,26 +10,7 @@ pub(super) fn apply_write(
     command: Command,
 ) -> (&'static str, rusqlite::Result<usize>) {
     match command {
-        Command::CreateSession(r) => (
-            "create_session",
-            conn.prepare_cached(
-                "INSERT INTO sessions (id, cwd, model, mode, title, created_at, updated_at,
-                                       allow_network)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    r.id,
-                    r.cwd,
-                    r.model,
-                    r.mode,
-                    r.title,
-                    to_i64(r.created_at),
-                    to_i64(r.updated_at),
-                    r.allow_network
-                ])
-            }),
-        ),
+        Command::CreateSession(r) => ("create_session", insert_session(conn, &r)),
         Command::UpdateSession {
             id,
             model,
@@ -208,6 +189,24 @@ pub(super) fn apply_write(
         | Command::TrustedMcp { .. }
         | Command::Resync { .. } => ("nothing", Ok(0)),
     }
+}
+
+/// A new session row (`session/new`, and the copy `session/fork` makes).
+pub(crate) fn insert_session(conn: &Connection, r: &SessionRecord) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "INSERT INTO sessions (id, cwd, model, mode, title, created_at, updated_at, allow_network)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![
+        r.id,
+        r.cwd,
+        r.model,
+        r.mode,
+        r.title,
+        to_i64(r.created_at),
+        to_i64(r.updated_at),
+        r.allow_network
+    ])
 }
 
 /// Remember a trusted workspace MCP server (replacing what was trusted under its name).
