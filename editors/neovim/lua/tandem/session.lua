@@ -112,6 +112,9 @@ local function start_session(gen, cb)
     end
     S.session = { sessionId = res.sessionId, model = res.model, mode = res.mode, cwd = params.cwd, network = false }
     M.clear_plan() -- a new session has no plan yet
+    -- Before the hooks' trust question and what the answer writes.
+    ui().line(('· session %s · model %s · mode %s · %s'):format(
+      S.session.sessionId, S.session.model, S.session.mode, S.session.cwd), 'Comment')
     -- The whole list once: the sources, and the statuses the server may tell before this answer
     -- (an untrusted server's comes at once), which on_event dropped for want of a session. An open
     -- MCP list shows this session from now on, and its servers' events keep it current.
@@ -151,8 +154,6 @@ function M.ensure_session(fn)
       S.creating_session = false
       local waiting = S.session_waiters
       S.session_waiters = {}
-      ui().line(('· session %s · model %s · mode %s · %s'):format(
-        S.session.sessionId, S.session.model, S.session.mode, S.session.cwd), 'Comment')
       for _, f in ipairs(waiting) do
         f()
       end

@@ -81,6 +81,7 @@ describe('hooks', function()
     wait_turns(1)
     assert.equals(1, #asked)
     local q = asked[1].prompt
+    h.artifact('hooks-trust-question.txt', q .. '\n\n' .. table.concat(asked[1].items, '\n'))
     assert.truthy(q:find('.tandem/hooks.json', 1, true), q)
     assert.truthy(q:find('UserPromptSubmit: ' .. cmd, 1, true), q)
     assert.truthy(q:find('outside its sandbox', 1, true), q)
@@ -205,6 +206,7 @@ describe('hooks', function()
     assert.is_nil(timed_out.exitCode)
     _, hl = find_line('· hook UserPromptSubmit `sleep 5` — no exit code')
     assert.equals('DiagnosticError', hl, h.chat())
+    h.artifact('hooks-outcomes.txt', h.chat())
     -- The failure and the timeout are warning notices too, drawn as such.
     h.wait(function()
       return #h.events('notice') >= 2
