@@ -28,7 +28,7 @@ local function answer_trust(ctx, answer)
   local asked = {}
   ctx.select = function(items, o)
     if items[1] == 'trust' then
-      table.insert(asked, { prompt = o.prompt, items = vim.tbl_map(o.format_item, items) })
+      table.insert(asked, { prompt = o.prompt, items = vim.tbl_map(o.format_item, items), chat = h.chat() })
       return answer
     end
   end
@@ -86,7 +86,9 @@ describe('hooks', function()
     assert.truthy(q:find('UserPromptSubmit: ' .. cmd, 1, true), q)
     assert.truthy(q:find('outside its sandbox', 1, true), q)
     assert.truthy(asked[1].items[1]:find('^Trust'), vim.inspect(asked[1].items))
-    -- The first prompt already ran the hook: the answer came before it was sent.
+    -- Asked before the first prompt was sent (its block is written just before it goes), so the
+    -- answer applies to it: the first prompt already ran the hook.
+    assert.is_nil(asked[1].chat:find('━━ You ━━', 1, true), asked[1].chat)
     local ran = h.wait_event('hookRan')
     assert.equals('UserPromptSubmit', ran.event)
     assert.equals(cmd, ran.command)
