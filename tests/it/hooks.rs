@@ -51,16 +51,6 @@ fn read_log(log: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn tool_result(request: &Value, id: &str) -> String {
-    request["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .and_then(|m| m["content"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| panic!("no tool result for {id} in {request}"))
-}
-
 /// Every user message's text of a recorded request, joined.
 fn user_texts(request: &Value) -> String {
     request["messages"]
