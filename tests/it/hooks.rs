@@ -247,6 +247,9 @@ async fn a_prompt_refused_by_a_hook_never_reaches_the_model() {
         "{ended}"
     );
     assert_eq!(mock.request_count(), 0, "a refused prompt asked the model");
+    // Nor does it name the session.
+    let listed = t.request_ok("session/list", json!({})).await;
+    assert!(!listed.to_string().contains("hunter2"), "{listed}");
     let next = t.prompt(&sid, "hello").await;
     t.wait_turn(&sid, &next).await;
     let request = mock.request(0);
@@ -255,6 +258,7 @@ async fn a_prompt_refused_by_a_hook_never_reaches_the_model() {
         .request_ok("session/load", json!({"sessionId": sid}))
         .await;
     assert!(!loaded.to_string().contains("hunter2"), "{loaded}");
+
     t.shutdown().await;
 }
 
