@@ -122,6 +122,11 @@ describe('slash commands', function()
     vim.api.nvim_win_set_cursor(win, { prompt + 1, 0 })
     h.press('d')
     h.wait_note('ran /status, which the server answered at once')
+    -- /compact with nothing to summarize yet answers at once too.
+    vim.cmd('Tandem prompt /compact')
+    h.wait_chat('── /compact ──')
+    assert.truthy(h.chat_has('Nothing to compact yet'), h.chat())
+    assert.same({}, h.events('turnStarted'))
     -- /mode NAME and /model NAME switch the session; the bar follows.
     vim.cmd('Tandem prompt /mode plan')
     h.wait_chat('── /mode ──')
