@@ -26,7 +26,7 @@ end, {
 -- only when a mapping is used.
 for _, action in ipairs({ 'prompt', 'chat', 'stop', 'steer', 'model', 'mode', 'network', 'add', 'sessions', 'resume',
   'approvals', 'retry', 'new', 'restart', 'status', 'close', 'mcp', 'diff', 'undo', 'edit', 'fork',
-  'plan' }) do
+  'plan', 'hooks' }) do
   local plug = '<Plug>(Tandem' .. action:sub(1, 1):upper() .. action:sub(2) .. ')'
   vim.keymap.set('n', plug, function()
     require('tandem.commands').actions[action].fn()
@@ -35,12 +35,18 @@ end
 vim.keymap.set('x', '<Plug>(TandemPromptSelection)', ':Tandem prompt<CR>',
   { silent = true, desc = 'tandem: prompt with the selection as context' })
 
--- Completion of the prompt input (vim.ui.input's `completion`): <Tab> after @ offers workspace files.
+-- Completion of the prompt input (vim.ui.input's `completion`): <Tab> after @ offers workspace files,
+-- `/` at the start the session's slash commands.
 vim.cmd([[
 function! TandemCompletePrompt(lead, line, pos) abort
-  return luaeval('require("tandem.context").complete_line(_A, require("tandem.config").cwd())', a:line)
+  return luaeval('require("tandem.context").complete_prompt(_A, require("tandem.config").cwd())', a:line)
 endfunction
 ]])
+
+-- <Plug>(TandemHooksTrust): trust the workspace's project hooks (:Tandem hooks trust).
+vim.keymap.set('n', '<Plug>(TandemHooksTrust)', function()
+  require('tandem.hooks').trust()
+end, { desc = "tandem: trust the workspace's project hooks" })
 
 -- <Plug>(TandemMcpTrust) and <Plug>(TandemMcpRefresh): the keys of the :Tandem mcp list (t and r by
 -- default; keymaps.mcp maps them): trust the server on the cursor's line, ask the server again.

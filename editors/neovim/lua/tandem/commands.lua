@@ -60,6 +60,18 @@ M.subcommands = {
       end
       session.prompt(rest, context)
     end,
+    -- `/name` as the first word completes the session's slash commands (commands/list).
+    complete = function(lead, words)
+      if #words == 3 and lead:sub(1, 1) == '/' then
+        return require('tandem.slash').complete_line(lead)
+      end
+      if #words == 4 and (words[3] == '/model' or words[3] == '/mode') then
+        return vim.tbl_map(function(line)
+          return line:match('^/%S+%s+(.*)$')
+        end, require('tandem.slash').complete_line(words[3] .. ' ' .. lead))
+      end
+      return {}
+    end,
   },
   add = {
     desc = 'attach a file to the next prompt',
@@ -138,9 +150,14 @@ M.subcommands = {
     end,
   },
   resume = {
-    desc = 'resume the last session',
-    impl = function()
-      session.resume_last()
+    desc = 'resume the last session, or the session {id} (for example the one /fork made)',
+    impl = function(rest)
+      local id = vim.trim(rest)
+      if id ~= '' then
+        session.load_session(id)
+      else
+        session.resume_last()
+      end
     end,
   },
   approvals = {
@@ -184,6 +201,23 @@ M.subcommands = {
     end,
     complete = function(lead, words)
       return require('tandem.mcp').complete(lead, words)
+    end,
+  },
+  hooks = {
+    desc = "list the session's hooks; `hooks trust` trusts the workspace's project hooks (they run outside the sandbox)",
+    impl = function(rest)
+      local words = vim.split(vim.trim(rest), '%s+', { trimempty = true })
+      if #words == 0 then
+        require('tandem.hooks').show()
+      elseif words[1] == 'trust' and #words == 1 then
+        require('tandem.hooks').trust()
+      else
+        notify(('unknown :Tandem hooks arguments %q: use :Tandem hooks or :Tandem hooks trust.'):format(rest),
+          vim.log.levels.ERROR)
+      end
+    end,
+    complete = function(lead, words)
+      return require('tandem.hooks').complete(lead, words)
     end,
   },
   diff = {
@@ -293,6 +327,7 @@ M.actions = {
   edit = { plug = 'TandemEdit', desc = 'edit and resend the last prompt', fn = function() turns().edit('') end },
   fork = { plug = 'TandemFork', desc = 'fork the session', fn = function() turns().fork('') end },
   plan = { plug = 'TandemPlan', desc = "show the model's plan", fn = function() session.show_plan() end },
+  hooks = { plug = 'TandemHooks', desc = "list the session's hooks", fn = function() require('tandem.hooks').show() end },
 }
 
 --- keymaps.global = { action = lhs } of setup(): each lhs maps to the action's <Plug>.

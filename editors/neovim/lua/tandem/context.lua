@@ -85,6 +85,18 @@ function M.complete_line(line, root)
   return out
 end
 
+--- Completion of the prompt input: `/name` at the start completes slash commands (and /model,
+--- /mode their argument; tandem.slash), `@` workspace files (complete_line).
+---@param line string the prompt typed so far
+---@param root string the workspace root
+---@return string[]
+function M.complete_prompt(line, root)
+  if line:match('^/%S*$') or line:match('^/mode%s+%S*$') or line:match('^/model%s+%S*$') then
+    return require('tandem.slash').complete_line(line)
+  end
+  return M.complete_line(line, root)
+end
+
 --- The `@path` words of a prompt that name a readable file (relative to root, or absolute).
 ---@param text string
 ---@param root string

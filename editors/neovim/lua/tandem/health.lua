@@ -62,6 +62,11 @@ function M.check()
   -- methodNotFound.
   local checkpoints = vim.json.encode({ jsonrpc = '2.0', id = 3, method = 'session/checkpoints',
     params = { sessionId = 's_checkhealth' } })
+  -- The same for slash commands and hooks (issue 27).
+  local commands_list = vim.json.encode({ jsonrpc = '2.0', id = 4, method = 'commands/list',
+    params = { sessionId = 's_checkhealth' } })
+  local hooks_list = vim.json.encode({ jsonrpc = '2.0', id = 5, method = 'hooks/list',
+    params = { sessionId = 's_checkhealth' } })
   local shutdown = vim.json.encode({ jsonrpc = '2.0', id = 2, method = 'shutdown' })
   local argv = vim.deepcopy(cmd)
   argv[1] = path
@@ -71,7 +76,7 @@ function M.check()
     health.error(env_err)
     return
   end
-  local hs, err = run(argv, init .. '\n' .. checkpoints .. '\n' .. shutdown .. '\n', 10000, env)
+  local hs, err = run(argv, table.concat({ init, checkpoints, commands_list, hooks_list, shutdown, '' }, '\n'), 10000, env)
   if not hs then
     health.error('could not run the server for a handshake: ' .. tostring(err))
     return
@@ -110,7 +115,53 @@ function M.check()
     health.info('no session store in this server build: :Tandem sessions is unavailable')
   end
   M.check_checkpoints(health, hs.stdout or '')
+  M.check_slash_and_hooks(health, hs.stdout or '')
   M.check_mcp(health)
+end
+
+--- The answer of handshake request `id`, if the server gave one before it shut down.
+local function answer(stdout, id)
+  for line in stdout:gmatch('[^\n]+') do
+    local ok, msg = pcall(vim.json.decode, line, { luanil = { object = true, array = true } })
+    if ok and type(msg) == 'table' and msg.id == id then
+      return msg
+    end
+  end
+end
+
+--- Slash commands and hooks: whether the server knows commands/list (id 4) and hooks/list (id 5),
+--- and the open session's hooks as the plugin last heard them (project hooks trusted or not).
+function M.check_slash_and_hooks(health, stdout)
+  for _, q in ipairs({
+    { id = 4, what = 'slash commands', ok = 'slash commands: `:Tandem prompt /` completes them (commands/list)' },
+    { id = 5, what = 'hooks', ok = 'hooks: the server runs them and lists them (hooks/list, :Tandem hooks)' },
+  }) do
+    local msg = answer(stdout, q.id)
+    if not msg then
+      health.info(('%s: the server did not answer before it shut down, so it is unknown whether it has them'):format(q.what))
+    elseif msg.error and msg.error.code == -32601 then
+      health.warn(('this server has no %s (%s is not a method it knows)'):format(q.what,
+        q.id == 4 and 'commands/list' or 'hooks/list'), { 'Update tandem' })
+    else
+      health.ok(q.ok)
+    end
+  end
+  local res = require('tandem.hooks').current()
+  if not res then
+    health.info('hooks of a session: none open (a session lists its hooks when it starts; :Tandem hooks)')
+    return
+  end
+  local project = #require('tandem.hooks').project_hooks(res)
+  local line = ('hooks of this session: %d (%d from the workspace)'):format(#res.hooks, project)
+  if #res.projectFiles > 0 and res.trusted == false then
+    health.warn(line .. ('; the project hook files %s are not trusted, so their hooks do not run'):format(
+      table.concat(res.projectFiles, ', ')), { ':Tandem hooks lists their commands; :Tandem hooks trust runs them '
+      .. '(outside the sandbox)' })
+  elseif #res.projectFiles > 0 then
+    health.ok(line .. ('; project hook files %s trusted'):format(table.concat(res.projectFiles, ', ')))
+  else
+    health.ok(line)
+  end
 end
 
 --- Checkpoints (:Tandem diff, undo, edit, fork): whether the server answered session/checkpoints

@@ -29,6 +29,8 @@ local S = {
   load_gen = 0, -- bumped by every load_session (and anything that supersedes one) so a stale load stops
   loading = nil, -- { sessionId, events } while older pages of a session/load are fetched
   mcp = nil, -- { sessionId, servers, gen } the open session's MCP servers (tandem.mcp)
+  hooks = nil, -- { sessionId, result: tandem.HooksListResult } the open session's last hooks/list (tandem.hooks)
+  command_undo = nil, -- { turn, text, command } a /undo that answered, until its `rewound` event (tandem.turns)
 }
 M.state = S
 
@@ -237,6 +239,9 @@ function M.restart()
   S.session_waiters = {}
   S.creating_session = false
   S.plan = nil -- the next prompt starts a new session, which has no plan
+  S.hooks = nil
+  S.command_undo = nil
+  require('tandem.slash').reset()
   ui().set_plan(nil)
   approval().clear()
   ui().line('· restarting the server', 'Comment')

@@ -41,6 +41,7 @@ local function on_event(ev)
     S.turn_id = nil
     approval().turn_ended()
     require('tandem.turns').refresh() -- :Tandem diff <Tab> offers the new turn
+    require('tandem.slash').fetch() -- the fallback of completion stays current (a turn may add a command file)
   elseif t == 'modelSwitched' then
     S.session.model = ev.to
   elseif t == 'usage' then
@@ -111,10 +112,14 @@ local function start_session(gen, cb)
     end
     S.session = { sessionId = res.sessionId, model = res.model, mode = res.mode, cwd = params.cwd, network = false }
     M.clear_plan() -- a new session has no plan yet
+    -- Before the hooks' trust question and what the answer writes.
+    ui().line(('· session %s · model %s · mode %s · %s'):format(
+      S.session.sessionId, S.session.model, S.session.mode, S.session.cwd), 'Comment')
     -- The whole list once: the sources, and the statuses the server may tell before this answer
     -- (an untrusted server's comes at once), which on_event dropped for want of a session. An open
     -- MCP list shows this session from now on, and its servers' events keep it current.
     require('tandem.mcp').refresh()
+    require('tandem.slash').prefetch()
     local network = S.next_session.network
     S.next_session = {}
     if network then
@@ -122,7 +127,13 @@ local function start_session(gen, cb)
       -- messages in order, so the first command already has the network.
       M.set_network(true)
     end
-    cb()
+    -- Untrusted project hooks are asked about before the first prompt goes, so the answer
+    -- already applies to it (hooks of that prompt run, or not, as the user chose).
+    require('tandem.hooks').check(function()
+      if gen == S.gen then
+        cb()
+      end
+    end)
   end)
 end
 
@@ -143,8 +154,6 @@ function M.ensure_session(fn)
       S.creating_session = false
       local waiting = S.session_waiters
       S.session_waiters = {}
-      ui().line(('· session %s · model %s · mode %s · %s'):format(
-        S.session.sessionId, S.session.model, S.session.mode, S.session.cwd), 'Comment')
       for _, f in ipairs(waiting) do
         f()
       end
@@ -213,19 +222,36 @@ local function send_prompt(text, context)
     if config.options.chat.auto_open ~= false then
       ui().open({ focus = false })
     end
+    local slash = text:match('^/%S') ~= nil
+    S.command_undo = nil -- a /undo whose `rewound` never came (it had nothing to undo) is over
     S.client:request('prompt', { sessionId = S.session.sessionId, content = content }, function(err, res)
       if err then
         local kind = rpc.error_kind(err)
         if kind == 'turnInProgress' then
           notify('a turn is already running: add to it with :Tandem steer, or end it with :Tandem stop.', vim.log.levels.WARN)
+          ui().line('! prompt not sent: ' .. rpc.format_error(err), 'ErrorMsg')
+        elseif slash then
+          -- A built-in that failed (unknownModel, invalidMode, …): the server's words and the next step.
+          local msg = require('tandem.slash').failure(text, err)
+          notify(msg, vim.log.levels.ERROR)
+          ui().line('! ' .. msg, 'ErrorMsg')
         else
           notify('prompt failed: ' .. rpc.format_error(err), vim.log.levels.ERROR)
+          ui().line('! prompt not sent: ' .. rpc.format_error(err), 'ErrorMsg')
         end
-        ui().line('! prompt not sent: ' .. rpc.format_error(err), 'ErrorMsg')
         ui().set_turn_id(turn, nil)
         return
       end
+      res = res or {}
+      if type(res.command) == 'table' and res.turnId == nil then
+        -- A built-in that needs no model ran at once (/status, /diff, /undo, /fork, /model, /mode).
+        require('tandem.slash').on_result(turn, text, res.command)
+        return
+      end
       ui().set_turn_id(turn, res.turnId)
+      if type(res.command) == 'table' then
+        turn.command = res.command.name -- a custom command, /init or /compact: a turn as usual
+      end
       S.turn_id = res.turnId
       S.running = true
     end)
@@ -630,6 +656,8 @@ function M.load_session(id, opts)
       on_event(ev)
     end
     require('tandem.turns').refresh()
+    require('tandem.slash').prefetch()
+    require('tandem.hooks').check()
     if opts.done then
       opts.done()
     end
@@ -793,6 +821,8 @@ function M.new_session()
   S.usage = nil
   M.clear_plan()
   require('tandem.turns').reset()
+  require('tandem.slash').reset()
+  require('tandem.hooks').reset()
   require('tandem.mcp').render()
   ui().line('· new session: it starts with your next prompt', 'Comment')
 end

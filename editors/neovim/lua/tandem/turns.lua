@@ -580,6 +580,11 @@ function M.at_cursor(action)
     return
   end
   if not turn.id then
+    if turn.command then
+      notify(('that prompt ran /%s, which the server answered at once: it is not a turn, so there is nothing to %s.')
+        :format(turn.command, action), vim.log.levels.WARN)
+      return
+    end
     notify('that prompt has no turn (it was not sent, or the server has not named it yet).', vim.log.levels.WARN)
     return
   end
@@ -598,8 +603,20 @@ function M.on_rewound(ev)
   if ours then
     own_rewinds[ev.turnId] = own_rewinds[ev.turnId] > 1 and own_rewinds[ev.turnId] - 1 or nil
   end
+  -- A /undo typed as a prompt: its answer came first (tandem.slash), and its output says what it did.
+  local undo = not ours and S.command_undo or nil
+  if undo then
+    S.command_undo = nil
+  end
   local dropped = conversation and ev.turnId and ui().drop_turns(ev.turnId) or 0
-  if not ours then
+  if undo then
+    reload_restored(ev.files or {})
+    if not vim.tbl_contains(ui().turns(), undo.turn) then
+      -- Its block came after the undone turn, so it went with it: show it again below what remains.
+      local turn = ui().user_prompt(undo.text)
+      ui().command_result(turn, undo.command)
+    end
+  elseif not ours then
     reload_restored(ev.files or {})
     ui().line(summary(('rewound by another client (%s)'):format(ev.restore or '?'), ev.files or {}, conversation
       and dropped > 0), 'Special')

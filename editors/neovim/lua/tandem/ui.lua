@@ -540,6 +540,36 @@ function RENDER.notice(ev)
   end, split_lines(('%s: %s'):format(ev.kind or 'notice', ev.text or ''))), hl)
 end
 
+--- A hook of the session ran (`hookRan`): one line, "· hook PreToolUse `cmd` — exit 0, 3 ms". A hook
+--- that blocked what it guards is a warning; one with no exit code (it could not start, timed out
+--- or was killed) an error, its reason in the `warning` notice that follows.
+---@param ev tandem.HookRan
+function RENDER.hookRan(ev)
+  local text, hl = M.hook_line(ev)
+  M.note(text, hl)
+end
+
+--- The chat line of a `hookRan` event and its highlight group.
+---@param ev tandem.HookRan
+---@return string text, string hl
+function M.hook_line(ev)
+  local outcome
+  if type(ev.exitCode) == 'number' then
+    outcome = 'exit ' .. ev.exitCode
+  else
+    outcome = 'no exit code (it could not run, timed out or was killed)'
+  end
+  local text = ('· hook %s `%s` — %s, %d ms%s'):format(tostring(ev.event or '?'), tostring(ev.command or '?'), outcome,
+    tonumber(ev.durationMs) or 0, ev.blocked and ', blocked' or '')
+  local hl = 'Comment'
+  if type(ev.exitCode) ~= 'number' then
+    hl = 'DiagnosticError'
+  elseif ev.blocked then
+    hl = 'DiagnosticWarn'
+  end
+  return text, hl
+end
+
 function RENDER.usage(ev)
   local cached = ev.cachedTokens and (' · cached ' .. ev.cachedTokens) or ''
   local gauge = require('tandem').gauge_text()
@@ -688,11 +718,34 @@ function M.user_prompt(text, context, attached, turn_id)
   return M.add_turn({ id = turn_id, first = first, header = header, last = last, text = text, context = context })
 end
 
+--- The output of a slash command that ran at once (a `prompt` answer with `command` and no
+--- `turnId`), under its prompt: a "── /name ──" line, then the Markdown output as it came (the chat
+--- is Markdown, so it is highlighted as such). The prompt's block is marked as a command, not a turn.
+---@param turn? tandem.ChatTurn the prompt's block
+---@param cmd tandem.CommandResult
+function M.command_result(turn, cmd)
+  if turn then
+    turn.id = nil
+    turn.failed = true -- no turn to diff, undo, edit or fork
+    turn.command = cmd.name
+  end
+  local output = type(cmd.output) == 'string' and cmd.output:gsub('%s+$', '') or ''
+  local lines = { ('── /%s ──'):format(tostring(cmd.name or '?')) }
+  if output ~= '' then
+    vim.list_extend(lines, split_lines(output))
+  else
+    lines[1] = lines[1] .. ' (done, no output)'
+  end
+  local first = append(lines)
+  vim.api.nvim_buf_set_extmark(M.buffer(), ns, first, 0, { line_hl_group = 'Special' })
+end
+
 ---@class tandem.ChatTurn A turn shown in the chat.
 ---@field id? string its turnId (nil until the server names it)
 ---@field text? string the prompt as typed here (nil for a turn from history or another client)
 ---@field context? string the selection sent with it
 ---@field failed? boolean the prompt was refused, so no turn exists
+---@field command? string the slash command the prompt ran (with no id: a built-in that ran at once)
 ---@field first_mark integer extmark on the turn's first row (the blank line above its header)
 ---@field header_mark integer extmark on its header row ("━━ You ━━")
 ---@field last_mark integer extmark on the last row of its prompt block

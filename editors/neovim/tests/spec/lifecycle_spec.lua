@@ -79,6 +79,9 @@ describe('server lifecycle', function()
     assert.truthy(text:find('OK protocol handshake: tandem', 1, true), text)
     assert.truthy(text:find('models: mock, mock-2', 1, true), text)
     assert.truthy(text:find('OK checkpoints: :Tandem diff, undo, edit and fork are available', 1, true), text)
+    -- The handshake asks commands/list and hooks/list too (issue 27).
+    assert.truthy(text:find('OK slash commands: `:Tandem prompt /` completes them', 1, true), text)
+    assert.truthy(text:find('OK hooks: the server runs them and lists them', 1, true), text)
   end)
 
   it(':checkhealth tandem reports a missing binary as an error', function()

@@ -74,7 +74,9 @@ describe('the plugin shape', function()
     assert.truthy(meta:find('^%-%- ') and meta:find('\n%-%-%-@meta\n'), 'a one-line comment, then ---@meta')
     for _, class in ipairs({ 'tandem.ModelInfo', 'tandem.InitializeResult', 'tandem.SessionSummary', 'tandem.DiffEntry',
       'tandem.ApprovalRequested', 'tandem.ToolCallUpdate', 'tandem.Usage', 'tandem.TurnEnded', 'tandem.McpTool',
-      'tandem.McpServer', 'tandem.McpStatusResult', 'tandem.McpTrustParams', 'tandem.McpStatusEvent' }) do
+      'tandem.McpServer', 'tandem.McpStatusResult', 'tandem.McpTrustParams', 'tandem.McpStatusEvent',
+      'tandem.SlashCommand', 'tandem.CommandsListResult', 'tandem.CommandResult', 'tandem.PromptResult', 'tandem.Hook',
+      'tandem.HooksListResult', 'tandem.HooksTrustParams', 'tandem.HookRan' }) do
       assert.truthy(meta:find('---@class ' .. class, 1, true), class)
     end
     local cfg = h.read(h.root .. '/lua/tandem/config.lua')

@@ -206,6 +206,50 @@
 ---@field restore tandem.RestoreScope
 ---@field files string[] the paths it restored
 
+---@alias tandem.CommandSource 'builtin'|'project'|'user' built into the server, a Markdown file of the workspace (.tandem/commands, .claude/commands) or of ~/.config/tandem/commands
+
+---@class tandem.SlashCommand An entry of commands/list (sorted by name).
+---@field name string without the leading slash
+---@field description string
+---@field argumentHint? string what the command takes, e.g. `FILE`, `NAME`
+---@field source tandem.CommandSource
+
+---@class tandem.CommandsListResult The result of commands/list (params `{sessionId}`).
+---@field commands tandem.SlashCommand[]
+
+---@class tandem.CommandResult The `command` of a prompt answer: the slash command the prompt ran.
+---@field name string
+---@field output? string Markdown to show in the chat (a built-in that ran at once: no `turnId`)
+---@field sessionId? string the new session of /fork
+
+---@class tandem.PromptResult The result of prompt.
+---@field turnId? string absent when a built-in ran at once (then `command.output` says what it did)
+---@field command? tandem.CommandResult present when the text started with `/name` of a listed command
+
+---@alias tandem.HookSource 'project'|'user'|'config'|string
+
+---@class tandem.Hook An entry of hooks/list.
+---@field event string PreToolUse, PostToolUse, UserPromptSubmit, Stop, …
+---@field matcher? string the tools it applies to; absent when it matches everything
+---@field command string
+---@field timeout? integer seconds
+---@field source tandem.HookSource `project` hooks run only once trusted
+
+---@class tandem.HooksListResult The result of hooks/list (params `{sessionId}`).
+---@field hooks tandem.Hook[]
+---@field projectFiles string[] the workspace's hook files (relative paths)
+---@field trusted boolean false when project hook files exist whose current content is not trusted
+
+---@class tandem.HooksTrustParams The params of hooks/trust (its result is {}; invalidParams without project hooks).
+---@field sessionId string
+
+---@class tandem.HookRan: tandem.Event A hook ran.
+---@field event string the hook event (PreToolUse, …)
+---@field command string
+---@field exitCode? integer nil (JSON null) when it could not run, timed out or was killed by a signal
+---@field durationMs integer
+---@field blocked boolean it blocked what it guards (exit code 2); a failure otherwise also sends a `warning` notice
+
 ---@class tandem.RpcError A JSON-RPC error object.
 ---@field code integer
 ---@field message string
