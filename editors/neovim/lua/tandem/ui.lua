@@ -327,6 +327,8 @@ local function result_preview(text)
   return out
 end
 
+local last_error_notice = nil -- text of this turn's error notice; turnEnded repeats it in error.message
+
 local RENDER = {}
 
 function RENDER.turnStarted(ev)
@@ -520,8 +522,6 @@ end
 function RENDER.modelSwitched(ev)
   append({ ('⇄ model %s → %s%s'):format(ev.from or '?', ev.to or '?', ev.warning and ('  (' .. ev.warning .. ')') or '') }, 'Special')
 end
-
-local last_error_notice = nil -- text of this turn's error notice; turnEnded repeats it in error.message
 
 function RENDER.notice(ev)
   if ev.kind == 'rewound' then
