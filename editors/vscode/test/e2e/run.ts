@@ -919,6 +919,62 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
     await screenshot(page, 'edit-resent');
   });
 
+  // ---- slash commands: the completion list in the prompt box, a command's block ---------------------------------
+  await check('typing / in the prompt box lists the slash commands (a project one marked); arrows and Tab complete one; Enter runs /status and its output shows as a command block', async () => {
+    fs.mkdirSync(path.join(ws, '.tandem', 'commands'), { recursive: true });
+    fs.writeFileSync(path.join(ws, '.tandem', 'commands', 'review.md'), '---\ndescription: Review a file\nargument-hint: FILE\n---\nReview $ARGUMENTS.\n');
+    const box = c.locator('[data-testid=prompt]');
+    const menu = c.locator('[data-testid=slash-menu]');
+    const value = async (want: string) => {
+      const deadline = Date.now() + STEP_TIMEOUT;
+      while ((await box.inputValue()) !== want) {
+        if (Date.now() > deadline) throw new Error(`the prompt box holds ${JSON.stringify(await box.inputValue())}, not ${JSON.stringify(want)}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    await box.fill('');
+    await box.click();
+    await box.pressSequentially('/');
+    await menu.waitFor({ state: 'visible' });
+    // The list is read at this fresh `/`: the command file written just now is in it, marked as the project's.
+    await menu.locator('[data-testid=slash-item][data-name=review] [data-testid=slash-source]', { hasText: 'project' }).waitFor();
+    await menu.locator('[data-testid=slash-item][data-name=status]').waitFor();
+    await menu.locator('[data-testid=slash-item][data-name=review]', { hasText: 'FILE' }).waitFor();
+    if ((await box.getAttribute('aria-expanded')) !== 'true') throw new Error('the box does not say its list is expanded');
+    await screenshot(page, 'slash-menu');
+    await box.pressSequentially('mo');
+    await menu.locator('[data-testid=slash-item]').nth(1).waitFor();
+    const rows = async () => menu.locator('[data-testid=slash-item]').evaluateAll((els) => els.map((e) => [(e as HTMLElement).dataset.name, e.getAttribute('aria-selected')]));
+    if (JSON.stringify(await rows()) !== JSON.stringify([['mode', 'true'], ['model', 'false']])) throw new Error(`/mo lists ${JSON.stringify(await rows())}`);
+    await box.press('ArrowDown');
+    await menu.locator('[data-testid=slash-item][data-name=model][aria-selected=true]').waitFor();
+    if ((await box.getAttribute('aria-activedescendant')) !== (await menu.locator('[data-testid=slash-item][data-name=model]').getAttribute('id'))) throw new Error('aria-activedescendant does not name the highlighted row');
+    await box.press('Tab');
+    await value('/model ');
+    await menu.waitFor({ state: 'hidden' });
+    // Escape closes the list without stopping anything; Enter on a partly typed name completes it, then sends.
+    await box.fill('');
+    await box.pressSequentially('/sta');
+    await menu.locator('[data-testid=slash-item][data-name=status]').waitFor();
+    await box.press('Escape');
+    await menu.waitFor({ state: 'hidden' });
+    await box.fill('');
+    await box.pressSequentially('/sta');
+    await menu.locator('[data-testid=slash-item][data-name=status][aria-selected=true]').waitFor();
+    await box.press('Enter');
+    await value('/status ');
+    const before = llm.requests.length;
+    await box.press('Enter');
+    const block = c.locator('[data-testid=command-result][data-command=status]');
+    await block.waitFor();
+    await block.locator('[data-testid=command-prompt]', { hasText: '/status' }).waitFor();
+    await block.locator('[data-testid=command-output]', { hasText: 'mock' }).waitFor();
+    if (llm.requests.length !== before) throw new Error('/status asked the model');
+    const prompts = tapRecords(server.log).filter((r) => r.method === 'prompt').map((r) => r.params?.content);
+    if (prompts.at(-1) !== '/status') throw new Error(`the last prompt sent was ${JSON.stringify(prompts.at(-1))}`);
+    await screenshot(page, 'slash-status');
+  });
+
   // ---- Configure Model: the config for a provider kind, the key in SecretStorage and the server's environment --
   await llm.enqueue({ steps: [say('Configured and answering.')] });
   await check('Configure Model writes the config for the chosen kind, keeps the key out of it, and the server gets the key', async () => {
