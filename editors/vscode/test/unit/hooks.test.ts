@@ -11,6 +11,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { fake } from '../fakeVscode';
 import { FakeClient } from '../fakeClient';
+import { gate, waitFor } from '../mockLlm';
 import { Controller } from '../../src/controller';
 import { registerCommands } from '../../src/commands';
 import { ChatState } from '../../src/chatState';
@@ -113,8 +114,14 @@ async function setup(hooks: () => HooksListResult = () => UNTRUSTED) {
 
 test('the first prompt of a workspace with untrusted hooks asks first (modal, the hooks listed); Trust sends hooks/trust before the prompt', async () => {
   const { c, client, asked } = await setup();
-  fake.onMessage = (m) => (m.modal ? 'Trust' : undefined);
-  await c.prompt('hello');
+  // The user takes their time: the prompt waits for the answer.
+  const answer = gate();
+  fake.onMessage = async (m) => (m.modal ? (await answer.promise, 'Trust') : undefined);
+  const sending = c.prompt('hello');
+  await waitFor(() => asked().length === 1, 5000, 'the trust prompt');
+  assert.equal(client.sent('prompt').length, 0, 'the first prompt waits for the answer');
+  answer.open();
+  await sending;
   const sessionId = c.state.meta.sessionId!;
   assert.equal(asked().length, 1);
   const m = asked()[0];

@@ -58,6 +58,12 @@ test('matches: names starting with the query first, then names containing it, th
   assert.deepEqual(names(filterCommands(COMMANDS, 'model')), ['model', 'status'], 'names first, then descriptions');
   assert.deepEqual(names(filterCommands(COMMANDS, 'view')), ['review'], 'a description matches at the start of a word only');
   assert.deepEqual(names(filterCommands(COMMANDS, 'review')), ['review', 'team:deploy']);
+  const ab: SlashCommand[] = [
+    { name: 'a:review', source: 'project' },
+    { name: 'b', description: 'Review everything', source: 'user' },
+    { name: 'review', source: 'project' },
+  ];
+  assert.deepEqual(names(filterCommands(ab, 'rev')), ['review', 'a:review', 'b'], 'ranked before sorted by name');
   assert.deepEqual(names(filterCommands(COMMANDS, 'zzz')), []);
 });
 
