@@ -92,7 +92,7 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
     let mcp = session::mcp::build_hub(&engine, None, &workspace, &[]).await;
     let handle = session::spawn(
         engine,
-        Arc::new(ChannelSink { tx }),
+        Arc::new(ChannelSink { tx: tx.clone() }),
         NewSession {
             workspace,
             model: model.clone(),
@@ -109,7 +109,31 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
         parts: vec![Part::Text {
             text: options.prompt.clone(),
         }],
-        reply: Box::new(|_| {}),
+        // A built-in slash command (`/status`) answers without a turn: show its output and end
+        // as a turn would. A refused prompt says why.
+        reply: Box::new(move |result| {
+            let ended = |error: Option<crate::protocol::TurnError>| Event::TurnEnded {
+                reason: if error.is_some() {
+                    TurnEndReason::Error
+                } else {
+                    TurnEndReason::Completed
+                },
+                error,
+            };
+            match result {
+                Ok(crate::session::PromptOutcome::Command { output, .. }) => {
+                    println!("{output}");
+                    let _ = tx.send(ended(None));
+                }
+                Ok(crate::session::PromptOutcome::Turn { .. }) => {}
+                Err(e) => {
+                    let _ = tx.send(ended(Some(crate::protocol::TurnError {
+                        message: e.to_string(),
+                        retriable: false,
+                    })));
+                }
+            }
+        }),
     });
     if !interactive && !options.auto_approve {
         eprintln!(
@@ -289,6 +313,24 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
                 );
             }
             Event::McpStatus { .. } => {}
+            Event::HookRan {
+                event,
+                command,
+                exit_code,
+                duration_ms,
+                blocked,
+            } => {
+                let ended = exit_code.map_or("no exit code".to_owned(), |c| format!("exit {c}"));
+                let what = if blocked { ", blocked" } else { "" };
+                println!(
+                    "{}",
+                    colour(
+                        color,
+                        "2",
+                        &format!("    (hook {event} `{command}`: {ended}, {duration_ms} ms{what})")
+                    )
+                );
+            }
             Event::Usage {
                 model,
                 input_tokens,

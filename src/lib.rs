@@ -10,6 +10,7 @@ pub mod acp;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod hooks;
 pub mod mcp;
 pub mod permissions;
 pub mod protocol;

@@ -13,6 +13,7 @@
 mod bridge;
 pub mod checkpoints;
 pub mod convert;
+pub mod customization;
 mod sessions;
 mod transport;
 
@@ -252,6 +253,16 @@ impl Acp {
                     Box::pin(async move { me.checkpoint_method(&r.method, r.params.get()).await }),
                 )
             }
+            acp::ClientRequest::ExtMethodRequest(r)
+                if customization::is_customization_method(&r.method) =>
+            {
+                answer_later(
+                    responder,
+                    Box::pin(
+                        async move { me.customization_method(&r.method, r.params.get()).await },
+                    ),
+                )
+            }
             request => self.answer_now(request, responder, cx).await,
         }
     }
@@ -286,11 +297,13 @@ impl Acp {
             acp::ClientRequest::ExtMethodRequest(r) => Err(error(
                 ErrorKind::MethodNotFound,
                 format!(
-                    "extension method `{}` does not exist; tandem offers {STEERING_METHOD}, {}, {} and {}",
+                    "extension method `{}` does not exist; tandem offers {STEERING_METHOD}, {}, {}, {}, {} and {}",
                     r.method,
                     checkpoints::CHECKPOINTS_METHOD,
                     checkpoints::TURN_DIFF_METHOD,
-                    checkpoints::REWIND_METHOD
+                    checkpoints::REWIND_METHOD,
+                    customization::HOOKS_LIST_METHOD,
+                    customization::HOOKS_TRUST_METHOD
                 ),
                 Value::Null,
             )),
@@ -348,7 +361,13 @@ impl Acp {
             "steering".to_owned(),
             json!({"method": STEERING_METHOD, "params": {"sessionId": "string", "text": "string"}}),
         );
-        meta.insert("tandem".to_owned(), checkpoints::advertised());
+        let mut tandem = checkpoints::advertised();
+        if let Some(object) = tandem.as_object_mut() {
+            for (key, value) in customization::advertised() {
+                object.insert(key.to_owned(), value);
+            }
+        }
+        meta.insert("tandem".to_owned(), tandem);
         let response = acp::InitializeResponse::new(ProtocolVersion::V1)
             .agent_capabilities(capabilities)
             .agent_info(
@@ -379,10 +398,14 @@ impl Acp {
         let answer = bridge.clone();
         handle.send(Op::Prompt {
             parts,
-            reply: Box::new(move |result| {
-                if let Err(e) = result {
-                    answer.fail_prompt(session_error(e));
-                }
+            reply: Box::new(move |result| match result {
+                Err(e) => answer.fail_prompt(session_error(e)),
+                Ok(session::PromptOutcome::Command {
+                    name,
+                    output,
+                    session_id,
+                }) => answer.finish_command(&name, &output, session_id.as_deref()),
+                Ok(session::PromptOutcome::Turn { .. }) => {}
             }),
         });
     }

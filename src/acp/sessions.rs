@@ -51,9 +51,11 @@ impl Acp {
         bridge.set_handle(handle.clone());
         // The servers start after the response, as a crashed turn's resume does below.
         let servers = handle.clone();
+        let announcing = bridge.clone();
         tokio::spawn(async move {
             tokio::task::yield_now().await;
             servers.start_mcp_servers();
+            super::customization::announce_commands(announcing, servers);
         });
         let cwd = workspace_root(&handle);
         self.host.insert(handle, cwd, bridge.clone());
@@ -146,14 +148,16 @@ impl Acp {
         }
         let answer = self.opened(&handle, replay);
         self.host
-            .insert(handle.clone(), workspace_root(&handle), bridge);
+            .insert(handle.clone(), workspace_root(&handle), bridge.clone());
         // The servers start, and a turn that crashed continues, after the response (its open
         // requests are asked again).
         let send = handle.clone();
         let resume = restored.resume;
+        let announcing = bridge.clone();
         tokio::spawn(async move {
             tokio::task::yield_now().await;
             send.start_mcp_servers();
+            super::customization::announce_commands(announcing, send.clone());
             if let Some(resume) = resume {
                 send.send(Op::Resume { resume });
             }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub mod mcp;
+pub mod slash_commands;
 
 use serde::Deserialize;
 

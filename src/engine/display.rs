@@ -98,6 +98,10 @@ struct DisplayUsageRef<'a> {
 /// A message's text parts joined, borrowed when there is only one.
 fn message_text(message: &crate::engine::history::Message) -> Cow<'_, str> {
     use crate::engine::history::Part;
+    // A slash command shows as the user typed it; the model saw its expansion.
+    if let Some(typed) = &message.meta.typed {
+        return Cow::Borrowed(typed);
+    }
     let mut texts = message.parts.iter().filter_map(|p| match p {
         Part::Text { text } => Some(text.as_str()),
         Part::Image { .. } | Part::Document { .. } => None,

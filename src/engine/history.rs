@@ -133,6 +133,10 @@ pub struct MessageMeta {
     /// The tool call diff shown to the user, kept for display on reload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff: Option<Value>,
+    /// On a user message that a slash command wrote: the command as the user typed it, which
+    /// the display shows instead of the expanded text the model sees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typed: Option<String>,
     /// On a `compacted` notice: what the outbound view replaces and with what.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction: Option<CompactionRecord>,
@@ -183,6 +187,7 @@ impl MessageMeta {
             usage: None,
             extras: BTreeMap::new(),
             diff: None,
+            typed: None,
             compaction: None,
         }
     }

@@ -12,6 +12,7 @@ pub mod conversation;
 pub mod display;
 pub mod emitter;
 pub mod history;
+pub mod hooks;
 pub mod outbound;
 pub mod pending;
 pub mod turn;

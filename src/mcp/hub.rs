@@ -342,9 +342,13 @@ impl McpHub {
         }
     }
 
-    /// Trust the workspace server `name` and start it. Returns its definition as it was
-    /// trusted, for the caller to remember (see [`trust_key`]).
-    pub fn trust(&self, name: &str) -> Result<McpServerConfig, String> {
+    /// The definition of workspace server `name` in this session; an unknown server or one
+    /// that needs no trust is an error saying so.
+    pub fn definition(&self, name: &str) -> Result<McpServerConfig, String> {
+        self.workspace_server(name).map(|s| s.config.clone())
+    }
+
+    fn workspace_server(&self, name: &str) -> Result<&Arc<Server>, String> {
         let Some(server) = self.servers.iter().find(|s| s.config.name == name) else {
             let known: Vec<&str> = self
                 .servers
@@ -366,6 +370,13 @@ impl McpHub {
                 if server.config.source == McpSource::Config { "config file" } else { "client" }
             ));
         }
+        Ok(server)
+    }
+
+    /// Trust the workspace server `name` and start it. Returns its definition as it was
+    /// trusted.
+    pub fn trust(&self, name: &str) -> Result<McpServerConfig, String> {
+        let server = self.workspace_server(name)?;
         if !server.trusted.swap(true, Ordering::SeqCst) {
             self.connect(server.clone());
         }
@@ -606,8 +617,8 @@ fn bounded_description(description: &str) -> String {
     format!("{}…", &description[..end])
 }
 
-/// What a trusted workspace definition is remembered as: its transport as canonical JSON, so a
-/// changed `.mcp.json` entry (another command, another URL) must be trusted again.
+/// A definition's transport as canonical JSON: two definitions that start the same server
+/// compare equal (`mcp/trust` checks that the file still holds the session's definition).
 pub fn trust_key(config: &McpServerConfig) -> String {
     let transport = match &config.transport {
         McpTransport::Stdio {

@@ -158,6 +158,15 @@ pub enum Event {
     TurnStarted {
         model: String,
     },
+    /// A hook ran (issue 27): which event, its command, how it ended (`exitCode` null when it
+    /// could not run, timed out or a signal ended it), and whether it blocked what it was for.
+    HookRan {
+        event: String,
+        command: String,
+        exit_code: Option<i32>,
+        duration_ms: u64,
+        blocked: bool,
+    },
     AssistantDelta {
         text: String,
     },
@@ -292,6 +301,7 @@ impl Event {
             Event::ReasoningDelta { .. } => "reasoningDelta",
             Event::AssistantMessage { .. } => "assistantMessage",
             Event::McpStatus { .. } => "mcpStatus",
+            Event::HookRan { .. } => "hookRan",
             Event::ToolCall { .. } => "toolCall",
             Event::ApprovalRequested { .. } => "approvalRequested",
             Event::ApprovalResolved { .. } => "approvalResolved",
@@ -348,4 +358,5 @@ pub const EVENT_TYPES: &[&str] = &[
     "mcpStatus",
     "rewound",
     "plan",
+    "hookRan",
 ];

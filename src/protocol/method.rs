@@ -21,6 +21,9 @@ pub const SESSION_CHECKPOINTS: &str = "session/checkpoints";
 pub const SESSION_REWIND: &str = "session/rewind";
 pub const SESSION_FORK: &str = "session/fork";
 pub const SESSION_DELETE: &str = "session/delete";
+pub const COMMANDS_LIST: &str = "commands/list";
+pub const HOOKS_LIST: &str = "hooks/list";
+pub const HOOKS_TRUST: &str = "hooks/trust";
 pub const SHUTDOWN: &str = "shutdown";
 /// The one server-to-client notification.
 pub const SESSION_EVENT: &str = "session/event";
@@ -48,5 +51,8 @@ pub const ALL: &[&str] = &[
     SESSION_REWIND,
     SESSION_FORK,
     SESSION_DELETE,
+    COMMANDS_LIST,
+    HOOKS_LIST,
+    HOOKS_TRUST,
     SHUTDOWN,
 ];

@@ -11,10 +11,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub mod checkpoint;
+pub mod customization;
 pub mod event;
 pub mod fit;
 
 pub use checkpoint::*;
+pub use customization::*;
 pub use event::*;
 
 /// The protocol version this server speaks; `initialize` refuses any other.
@@ -535,7 +537,12 @@ pub enum ContentPart {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptResult {
-    pub turn_id: String,
+    /// The turn that started; absent when a built-in slash command answered without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// The slash command the prompt ran, if it was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<PromptCommand>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

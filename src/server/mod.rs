@@ -7,6 +7,7 @@
 //! holds no agent logic: it translates.
 
 mod checkpoints;
+mod customization;
 pub mod framing;
 mod load;
 mod mcp;
@@ -598,16 +599,37 @@ impl Server {
             }
             method::RETRY => {
                 let p: wire::SessionIdParams = params(method, raw)?;
-                let reply = self.reply(id.clone(), |turn_id| wire::PromptResult { turn_id });
+                let reply = self.reply(id.clone(), |turn_id| wire::PromptResult {
+                    turn_id: Some(turn_id),
+                    command: None,
+                });
                 self.session(&p.session_id)?.send(Op::Retry { reply });
                 Ok(())
             }
             method::PROMPT => {
                 let p: wire::PromptParams = params(method, raw)?;
                 let parts = prompt_parts(p.content)?;
-                let reply = self.reply(id.clone(), |turn_id| wire::PromptResult { turn_id });
+                let reply = self.reply(id.clone(), customization::prompt_result);
                 self.session(&p.session_id)?
                     .send(Op::Prompt { parts, reply });
+                Ok(())
+            }
+            method::COMMANDS_LIST => {
+                let p: wire::SessionIdParams = params(method, raw)?;
+                let result = customization::commands_list(&self.session(&p.session_id)?).await;
+                self.answer(id, Ok(result));
+                Ok(())
+            }
+            method::HOOKS_LIST => {
+                let p: wire::SessionIdParams = params(method, raw)?;
+                let result = customization::hooks_list(&self.session(&p.session_id)?).await;
+                self.answer(id, Ok(result));
+                Ok(())
+            }
+            method::HOOKS_TRUST => {
+                let p: wire::SessionIdParams = params(method, raw)?;
+                customization::hooks_trust(&self.session(&p.session_id)?).await?;
+                self.answer(id, Ok(wire::EmptyResult {}));
                 Ok(())
             }
             method::STOP => {

@@ -1,6 +1,7 @@
 //! A session's MCP hub, built as the session opens: the config's servers, the ones the client
 //! sent (`mcpServers` of `session/new`, or ACP's load and resume), and the workspace's
-//! `.mcp.json`, whose servers start only if the user trusted that very definition before.
+//! `.mcp.json`, whose servers start only if the user trusted them in that very file before: the
+//! trust names the SHA-256 of the file's bytes, so any change to the file asks again.
 //!
 //! Invariants: building never waits on a server (the hub starts them after the conversation
 //! exists, so every status reaches the client as an `mcpStatus` event); a definition that
@@ -30,15 +31,26 @@ fn refused(name: String, source: McpSource, error: String) -> McpServerStatus {
     }
 }
 
+/// What a trust of a `.mcp.json` server binds to: the hash of the file's bytes.
+fn file_key(text: &str) -> String {
+    format!(
+        "sha256:{}",
+        crate::hooks::content_hash([(WORKSPACE_MCP_FILE, text.as_bytes())])
+    )
+}
+
 /// The servers of the workspace's `.mcp.json`, read through the workspace (confined to the
-/// root, so a link cannot make tandem read elsewhere), with what could not be used.
-fn workspace_definitions(workspace: &Workspace) -> (Vec<McpServerConfig>, Vec<McpServerStatus>) {
+/// root, so a link cannot make tandem read elsewhere), with what could not be used and the
+/// file's trust key.
+fn workspace_definitions(
+    workspace: &Workspace,
+) -> (Vec<McpServerConfig>, Vec<McpServerStatus>, Option<String>) {
     let text = workspace
         .resolve(WORKSPACE_MCP_FILE)
         .and_then(|path| workspace.read_text_if_exists(&path));
     let text = match text {
         Ok(Some(text)) => text,
-        Ok(None) => return (Vec::new(), Vec::new()),
+        Ok(None) => return (Vec::new(), Vec::new(), None),
         Err(e) => {
             return (
                 Vec::new(),
@@ -47,9 +59,11 @@ fn workspace_definitions(workspace: &Workspace) -> (Vec<McpServerConfig>, Vec<Mc
                     McpSource::Workspace,
                     format!("cannot read {WORKSPACE_MCP_FILE}: {e}"),
                 )],
+                None,
             )
         }
     };
+    let key = Some(file_key(&text));
     match definitions::workspace_servers(&text) {
         Ok(entries) => {
             let mut servers = Vec::new();
@@ -60,7 +74,7 @@ fn workspace_definitions(workspace: &Workspace) -> (Vec<McpServerConfig>, Vec<Mc
                     Err(e) => bad.push(refused(e.name.clone(), McpSource::Workspace, e.message)),
                 }
             }
-            (servers, bad)
+            (servers, bad, key)
         }
         Err(why) => (
             Vec::new(),
@@ -69,6 +83,7 @@ fn workspace_definitions(workspace: &Workspace) -> (Vec<McpServerConfig>, Vec<Mc
                 McpSource::Workspace,
                 format!("{WORKSPACE_MCP_FILE} is not usable: {why}"),
             )],
+            None,
         ),
     }
 }
@@ -90,7 +105,7 @@ pub async fn build_hub(
         }
     }
     let reading = workspace.clone();
-    let (workspace_servers, workspace_refused) =
+    let (workspace_servers, workspace_refused, key) =
         tokio::task::spawn_blocking(move || workspace_definitions(&reading))
             .await
             .unwrap_or_default();
@@ -118,10 +133,11 @@ pub async fn build_hub(
         servers,
         refused_servers,
         &|server| {
-            let key = trust_key(server);
-            trusted
-                .iter()
-                .any(|(name, definition)| *name == server.name && *definition == key)
+            key.as_ref().is_some_and(|key| {
+                trusted
+                    .iter()
+                    .any(|(name, trusted_key)| *name == server.name && trusted_key == key)
+            })
         },
         workspace.roots()[0].clone(),
         never,
@@ -136,16 +152,26 @@ pub async fn trust(
     workspace: &Workspace,
     server: &str,
 ) -> Result<(), String> {
-    let definition = hub.trust(server)?;
+    // The trust is remembered for the file as it is now, and only if this session's
+    // definition is still the one the file holds (else what the user trusts is not what runs).
+    let session_definition = hub.definition(server)?;
+    let reading = workspace.clone();
+    let (now, _, key) = tokio::task::spawn_blocking(move || workspace_definitions(&reading))
+        .await
+        .unwrap_or_default();
+    let same = now
+        .iter()
+        .any(|d| d.name == server && trust_key(d) == trust_key(&session_definition));
+    let Some(key) = key.filter(|_| same) else {
+        return Err(format!(
+            "{WORKSPACE_MCP_FILE} changed since this session read `{server}`, so it is not trusted: start a new session to read the file again, then trust it"
+        ));
+    };
+    hub.trust(server)?;
     if let Some(store) = store {
         let cwd = workspace.roots()[0].display().to_string();
         store
-            .trust_mcp(
-                &cwd,
-                server,
-                &trust_key(&definition),
-                crate::engine::history::now_ms(),
-            )
+            .trust_mcp(&cwd, server, &key, crate::engine::history::now_ms())
             .await
             .map_err(|e| {
                 format!("`{server}` starts for this session, but the store could not remember the trust ({e}); send mcp/trust again")

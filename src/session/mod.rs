@@ -7,10 +7,12 @@
 //! separate task (`engine::turn`) so that `stop`, `steer` and `approve` are read while it runs;
 //! it shares the session state through short, never-awaited critical sections.
 
+pub mod commands;
 pub mod host;
 pub mod mcp;
 mod restore;
 
+pub use commands::PromptOutcome;
 pub use restore::{restore, restore_with_client_fs, RestoreError, Restored};
 
 use std::sync::Arc;
@@ -38,9 +40,10 @@ use crate::workspace::Workspace;
 pub type Reply<T> = Box<dyn FnOnce(Result<T, SessionError>) + Send>;
 
 pub enum Op {
+    /// A prompt, or a slash command (see [`commands`]).
     Prompt {
         parts: Vec<Part>,
-        reply: Reply<String>,
+        reply: Reply<PromptOutcome>,
     },
     Stop {
         reply: Reply<bool>,
@@ -242,7 +245,8 @@ fn reply_closed(op: Op) {
 /// Answer an op with `error` without applying it.
 fn reply_error(op: Op, error: SessionError) {
     match op {
-        Op::Prompt { reply, .. } | Op::Retry { reply } => reply(Err(error)),
+        Op::Prompt { reply, .. } => reply(Err(error)),
+        Op::Retry { reply } => reply(Err(error)),
         Op::Stop { reply } => reply(Err(error)),
         Op::Steer { reply, .. }
         | Op::Approve { reply, .. }
@@ -344,6 +348,13 @@ fn start_actor(
             conversation.emit(None, event);
         }
     }));
+    // The hooks load, and the `SessionStart` ones run, beside the actor; the first turn waits
+    // for them.
+    shared.start_session_hooks(if resume.is_some() || last_seq > 0 {
+        "resume"
+    } else {
+        "startup"
+    });
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(actor(shared.clone(), rx, resume));
     SessionHandle { shared, ops: tx }
@@ -383,11 +394,45 @@ async fn actor(
             }
         }
         match op {
-            Op::Prompt { parts, reply } => match shared.admit_prompt(parts) {
-                Err(error) => reply(Err(error)),
-                Ok(turn_id) => {
-                    reply(Ok(turn_id.clone()));
-                    running = Some(start_turn(&shared, turn_id));
+            Op::Prompt { parts, reply } => match commands::classify(&shared, parts).await {
+                commands::Invocation::Prompt(parts) => match shared.admit_prompt(parts, None) {
+                    Err(error) => reply(Err(error)),
+                    Ok(turn_id) => {
+                        reply(Ok(PromptOutcome::Turn {
+                            turn_id: turn_id.clone(),
+                            command: None,
+                        }));
+                        running = Some(start_turn(&shared, turn_id));
+                    }
+                },
+                commands::Invocation::Expanded { name, parts, typed } => {
+                    match shared.admit_prompt(parts, Some(typed)) {
+                        Err(error) => reply(Err(error)),
+                        Ok(turn_id) => {
+                            reply(Ok(PromptOutcome::Turn {
+                                turn_id: turn_id.clone(),
+                                command: Some(name),
+                            }));
+                            running = Some(start_turn(&shared, turn_id));
+                        }
+                    }
+                }
+                commands::Invocation::Builtin { builtin, arguments } => {
+                    match commands::run_builtin(&shared, builtin, &arguments).await {
+                        Err(error) => reply(Err(error)),
+                        Ok(Some(outcome)) => reply(Ok(outcome)),
+                        // `/compact`: a turn that only compacts.
+                        Ok(None) => match shared.admit_compaction() {
+                            Err(error) => reply(Err(error)),
+                            Ok(turn_id) => {
+                                reply(Ok(PromptOutcome::Turn {
+                                    turn_id: turn_id.clone(),
+                                    command: Some(builtin.name().to_owned()),
+                                }));
+                                running = Some(start_compaction(&shared, turn_id));
+                            }
+                        },
+                    }
                 }
             },
             Op::Retry { reply } => match shared.admit_retry() {
@@ -559,6 +604,17 @@ fn resume_turn(shared: &Arc<Conversation>, resume: Resume) -> RunningTurn {
     turn::announce(shared, &resume.turn_id);
     let cancel = CancellationToken::new();
     let join = tokio::spawn(turn::resume_turn(shared.clone(), resume, cancel.clone()));
+    RunningTurn { cancel, join }
+}
+
+fn start_compaction(shared: &Arc<Conversation>, turn_id: String) -> RunningTurn {
+    turn::announce(shared, &turn_id);
+    let cancel = CancellationToken::new();
+    let join = tokio::spawn(turn::run_compact_turn(
+        shared.clone(),
+        turn_id,
+        cancel.clone(),
+    ));
     RunningTurn { cancel, join }
 }
 

@@ -20,6 +20,7 @@ mod checkpoints;
 mod data_dir;
 mod records;
 mod schema;
+mod trust;
 mod writer;
 
 pub use checkpoints::{CheckpointFileRecord, PendingScan};
@@ -215,6 +216,19 @@ enum Command {
         cwd: String,
         reply: Reply<Vec<(String, String)>>,
     },
+    /// Remember that the user trusted the project hooks of `cwd` whose content hashes to
+    /// `content_hash`.
+    TrustHooks {
+        cwd: String,
+        content_hash: String,
+        trusted_at: u64,
+        reply: Reply<()>,
+    },
+    /// The content hash of the project hooks of `cwd` the user trusted, if any.
+    TrustedHooks {
+        cwd: String,
+        reply: Reply<Option<String>>,
+    },
     /// Bring a diverged session's rows up to date with what it holds in memory, in one
     /// transaction, and accept its writes again (see [`Store::resync`]).
     Resync {
@@ -260,7 +274,9 @@ impl Command {
             | Command::EventsSince { .. }
             | Command::IntegrityCheck { .. }
             | Command::TrustMcp { .. }
-            | Command::TrustedMcp { .. } => None,
+            | Command::TrustedMcp { .. }
+            | Command::TrustHooks { .. }
+            | Command::TrustedHooks { .. } => None,
         }
     }
 }
@@ -731,32 +747,6 @@ impl Store {
             reply,
         })
         .await
-    }
-
-    /// Remember that the user trusted workspace MCP server `server` of folder `cwd` as
-    /// `definition`; resolves once it is committed.
-    pub async fn trust_mcp(
-        &self,
-        cwd: &str,
-        server: &str,
-        definition: &str,
-        trusted_at: u64,
-    ) -> Result<(), StoreError> {
-        let (cwd, server, definition) = (cwd.to_owned(), server.to_owned(), definition.to_owned());
-        self.ask(|reply| Command::TrustMcp {
-            cwd,
-            server,
-            definition,
-            trusted_at,
-            reply,
-        })
-        .await
-    }
-
-    /// The workspace MCP servers of folder `cwd` the user trusted: `(server, definition)`.
-    pub async fn trusted_mcp(&self, cwd: &str) -> Result<Vec<(String, String)>, StoreError> {
-        let cwd = cwd.to_owned();
-        self.ask(|reply| Command::TrustedMcp { cwd, reply }).await
     }
 
     /// The result of `PRAGMA integrity_check`: `"ok"` for a healthy database.

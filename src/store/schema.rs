@@ -25,7 +25,17 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     MIGRATION_6,
     MIGRATION_7,
     MIGRATION_8,
+    MIGRATION_9,
 ];
+
+/// The project hooks (issue 27) the user trusted, per workspace folder: the SHA-256 of the hook
+/// files' content as it was trusted, so a hook file that changes afterwards must be trusted
+/// again. Like `mcp_trust`, it belongs to the folder, not to a session.
+const MIGRATION_9: &str = "CREATE TABLE hook_trust (
+    cwd           TEXT PRIMARY KEY,
+    content_hash  TEXT NOT NULL,
+    trusted_at    INTEGER NOT NULL
+);";
 
 /// The model's current plan (`update_plan`, issue 27) as JSON of its entries, so a restored
 /// session shows it without reading its history.
@@ -72,9 +82,10 @@ CREATE TABLE superseded_messages (
 );
 CREATE INDEX superseded_by_session ON superseded_messages (session_id, superseded_at);";
 
-/// The workspace MCP servers (`.mcp.json`) the user trusted, per workspace folder: the
-/// definition as it was trusted (canonical JSON of its transport), so a changed entry must be
-/// trusted again. Kept apart from sessions: trust belongs to the folder, not to one session.
+/// The workspace MCP servers (`.mcp.json`) the user trusted, per workspace folder: what the
+/// trust binds to (since issue 27 the SHA-256 of the `.mcp.json` the session read; before, the
+/// canonical JSON of the entry's transport, which no longer matches, so such a trust is asked
+/// again), so a changed file must be trusted again. Kept apart from sessions: trust belongs to the folder, not to one session.
 const MIGRATION_6: &str = "CREATE TABLE mcp_trust (
     cwd         TEXT NOT NULL,
     server      TEXT NOT NULL,

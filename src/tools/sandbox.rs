@@ -278,6 +278,13 @@ pub fn read_only_paths(
                 paths.push(path);
             }
         }
+        // tandem's own folder: project hooks (which run outside the sandbox once trusted), hook
+        // scripts, commands and skills. A command that cannot write them cannot plant code
+        // there; a hook file it creates where none was is untrusted content all the same.
+        let own = root.join(".tandem");
+        if std::fs::symlink_metadata(&own).is_ok_and(|m| m.is_dir()) {
+            paths.push(own);
+        }
         let link = root.join(".git");
         match std::fs::symlink_metadata(&link) {
             Ok(meta) if meta.is_dir() => git_internals(&link, 0, &mut paths),

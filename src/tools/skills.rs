@@ -193,7 +193,7 @@ fn read_text(dir: &Dir, path: &Path) -> Option<String> {
 }
 
 /// The YAML front matter between `---` lines at the start, and the rest.
-fn split_front_matter(text: &str) -> (&str, &str) {
+pub(crate) fn split_front_matter(text: &str) -> (&str, &str) {
     let Some(rest) = text
         .strip_prefix("---\n")
         .or_else(|| text.strip_prefix("---\r\n"))
@@ -212,7 +212,7 @@ fn split_front_matter(text: &str) -> (&str, &str) {
 
 /// A top-level `key: value` of front matter (quotes stripped; a `>` or `|` block joins its
 /// indented lines).
-fn front_value(front: &str, key: &str) -> Option<String> {
+pub(crate) fn front_value(front: &str, key: &str) -> Option<String> {
     let mut lines = front.lines().peekable();
     while let Some(line) = lines.next() {
         let Some(value) = line.strip_prefix(key).and_then(|v| v.strip_prefix(':')) else {

@@ -524,7 +524,8 @@ async def load(args):
         await timed(conn.initialize(protocol_version=1, client_capabilities=capabilities(False, False)), "initialize")
         resp = dump(await timed(conn.resume_session(cwd=args.cwd, session_id=sid), "session/resume"))
         await asyncio.sleep(0.2)
-        check("session/resume does not replay", rec3.updates == [], rec3.updates)
+        replayed = [u for u in rec3.updates if u.get("sessionUpdate") != "available_commands_update"]
+        check("session/resume does not replay", replayed == [], rec3.updates)
         check(
             "session/resume returns configOptions",
             option(resp.get("configOptions", []), "model").get("currentValue") == "mock",
@@ -815,6 +816,44 @@ async def plan(args):
         check("the load replays the current plan", bool(plans) and plans[-1].get("entries") == want, plans)
 
 
+async def commands(args):
+    """Slash commands over ACP: `available_commands_update` after session/new (the built-ins and
+    the workspace's `.claude/commands`), a built-in answered without a turn, a custom command
+    expanded for the model, and the `_hooks/list` extension."""
+    rec = Recorder()
+    ws = args.cwd
+    async with Tandem(args, rec).spawn() as (conn, _proc):
+        init, session = await start(conn, rec, ws)
+        sid = session["sessionId"]
+        tandem_meta = init.get("_meta", {}).get("tandem", {})
+        check(
+            "initialize._meta.tandem names the hook methods",
+            tandem_meta.get("hooksList", {}).get("method") == "_hooks/list"
+            and tandem_meta.get("hooksTrust", {}).get("method") == "_hooks/trust",
+            tandem_meta,
+        )
+        await rec.until(lambda r: r.of("available_commands_update"), "available_commands_update")
+        names = {c["name"]: c for c in rec.of("available_commands_update")[-1]["availableCommands"]}
+        check("the built-ins are offered", {"status", "undo", "compact", "init"} <= set(names), names)
+        check(
+            "a .claude/commands file is offered with its hint",
+            names.get("review", {}).get("input", {}).get("hint") == "FILE",
+            names,
+        )
+        resp = dump(await timed(conn.prompt(session_id=sid, prompt=text("/status")), "/status"))
+        check(
+            "/status answers without a turn",
+            resp.get("stopReason") == "end_turn"
+            and resp.get("_meta", {}).get("tandem", {}).get("command", {}).get("name") == "status",
+            resp,
+        )
+        check("/status shows the model", "`mock`" in rec.text(), rec.text())
+        resp = dump(await timed(conn.prompt(session_id=sid, prompt=text("/review a.rs")), "/review"))
+        check("/review runs a turn", resp.get("stopReason") == "end_turn", resp)
+        hooks = await timed(conn.ext_method("hooks/list", {"sessionId": sid}), "_hooks/list")
+        check("_hooks/list answers the native shape", hooks.get("trusted") is True and hooks.get("hooks") == [], hooks)
+
+
 SCENARIOS = {
     "handshake": handshake,
     "permissions": permissions,
@@ -829,6 +868,7 @@ SCENARIOS = {
     "mcp": mcp,
     "checkpoints": checkpoints,
     "plan": plan,
+    "commands": commands,
 }
 
 

@@ -584,3 +584,20 @@ async fn the_plan_is_an_acp_plan_update_live_and_on_load() {
     f.mock.push(Script::text_reply("planned"));
     f.run("plan").await;
 }
+
+#[tokio::test]
+async fn slash_commands_are_offered_and_run_over_acp() {
+    let f = Fixture::new().await;
+    let commands = f.ws.path().join(".claude/commands");
+    std::fs::create_dir_all(&commands).unwrap();
+    std::fs::write(
+        commands.join("review.md"),
+        "---\ndescription: Review a file\nargument-hint: FILE\n---\nReview $1 carefully.\n",
+    )
+    .unwrap();
+    f.mock.push(Script::text_reply("reviewed"));
+    f.run("commands").await;
+    assert_eq!(f.mock.request_count(), 1, "/status asked the model");
+    let request = f.mock.request(0).to_string();
+    assert!(request.contains("Review a.rs carefully."), "{request}");
+}

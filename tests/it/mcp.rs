@@ -2,7 +2,7 @@
 //! `tests/mcp/stdio_server.py` and `http_server.py`, the npm reference servers) and the mock LLM:
 //! status events, approvals that name the server, the environment filter, risk and plan mode,
 //! timeouts, crashes and the restart at the next turn, a server that cannot start, `.mcp.json`
-//! trust bound to the definition, HTTP with a bearer token from the environment,
+//! trust bound to the file's content hash, HTTP with a bearer token from the environment,
 //! `tools/list_changed`, images, and no server process left once tandem is gone.
 
 use std::collections::BTreeSet;
@@ -431,7 +431,7 @@ async fn a_server_that_cannot_start_fails_with_the_reason_and_the_turn_runs_with
 }
 
 #[tokio::test]
-async fn a_workspace_server_waits_for_trust_and_trust_binds_to_its_definition() {
+async fn a_workspace_server_waits_for_trust_and_trust_binds_to_the_file_content() {
     let ws = workspace();
     let definition = |args: Vec<String>| {
         json!({"mcpServers": {"w": {"command": python(), "args": args}}}).to_string()
@@ -489,6 +489,15 @@ async fn a_workspace_server_waits_for_trust_and_trust_binds_to_its_definition() 
     // Remembered for the folder: a new session starts it without asking.
     let again = t.new_session(ws.path()).await;
     wait_status(&t, &again, "w", "ready").await;
+
+    // The trust names the file's bytes: the same definition spelled otherwise is asked again.
+    let respelled = format!("{}\n", definition(vec![script.clone()]));
+    std::fs::write(ws.path().join(".mcp.json"), respelled).unwrap();
+    let respelled = t.new_session(ws.path()).await;
+    wait_status(&t, &respelled, "w", "untrusted").await;
+    t.request_ok("mcp/trust", json!({"sessionId": respelled, "server": "w"}))
+        .await;
+    wait_status(&t, &respelled, "w", "ready").await;
 
     // A changed definition is a new server to trust.
     std::fs::write(

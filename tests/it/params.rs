@@ -232,6 +232,14 @@ fn cases() -> Vec<Case> {
             "a string",
         ),
         case(method::SESSION_DELETE, json!({}), "sessionId", "missing"),
+        case(method::COMMANDS_LIST, json!({}), "sessionId", "missing"),
+        case(
+            method::HOOKS_LIST,
+            json!({"sessionId": 1}),
+            "sessionId",
+            "a string",
+        ),
+        case(method::HOOKS_TRUST, json!({}), "sessionId", "missing"),
     ]
 }
 

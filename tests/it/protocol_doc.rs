@@ -317,7 +317,11 @@ fn check_params(m: &str, params: &Value) -> Result<(), String> {
         method::TURN_DIFF => {
             round_trip::<TurnDiffParams>(params)?;
         }
-        method::SESSION_CHECKPOINTS | method::SESSION_DELETE => {
+        method::SESSION_CHECKPOINTS
+        | method::SESSION_DELETE
+        | method::COMMANDS_LIST
+        | method::HOOKS_LIST
+        | method::HOOKS_TRUST => {
             round_trip::<SessionIdParams>(params)?;
         }
         method::SESSION_REWIND => {
@@ -387,8 +391,15 @@ fn check_result(m: &str, result: &Value) -> Result<(), String> {
         | method::ANSWER
         | method::SET_MODE
         | method::MCP_TRUST
+        | method::HOOKS_TRUST
         | method::SESSION_DELETE => {
             round_trip::<EmptyResult>(result)?;
+        }
+        method::COMMANDS_LIST => {
+            round_trip::<CommandsListResult>(result)?;
+        }
+        method::HOOKS_LIST => {
+            round_trip::<HooksListResult>(result)?;
         }
         method::TURN_DIFF => {
             round_trip::<TurnDiffResult>(result)?;
@@ -913,6 +924,13 @@ fn full_events() -> Vec<Event> {
                 status: PlanStatus::InProgress,
             }],
         },
+        Event::HookRan {
+            event: "PreToolUse".into(),
+            command: "c".into(),
+            exit_code: Some(2),
+            duration_ms: 1,
+            blocked: true,
+        },
     ];
     // Exhaustive on purpose: a new variant must be added above.
     for event in &events {
@@ -936,6 +954,7 @@ fn full_events() -> Vec<Event> {
             | Event::TurnEnded { .. }
             | Event::StreamTruncated { .. }
             | Event::Rewound { .. }
+            | Event::HookRan { .. }
             | Event::Plan { .. } => {}
         }
     }
@@ -973,7 +992,11 @@ fn full_params(m: &str) -> Vec<Value> {
             session_id: "s".into(),
             turn_id: "t".into(),
         })],
-        method::SESSION_CHECKPOINTS | method::SESSION_DELETE => vec![v(&SessionIdParams {
+        method::SESSION_CHECKPOINTS
+        | method::SESSION_DELETE
+        | method::COMMANDS_LIST
+        | method::HOOKS_LIST
+        | method::HOOKS_TRUST => vec![v(&SessionIdParams {
             session_id: "s".into(),
         })],
         method::SESSION_REWIND => vec![v(&RewindParams {
@@ -1134,7 +1157,31 @@ fn full_results(m: &str) -> Vec<Value> {
             cursor: Some("12".into()),
         })],
         method::PROMPT => vec![v(&PromptResult {
-            turn_id: "t".into(),
+            turn_id: Some("t".into()),
+            command: Some(PromptCommand {
+                name: "n".into(),
+                output: Some("o".into()),
+                session_id: Some("s".into()),
+            }),
+        })],
+        method::COMMANDS_LIST => vec![v(&CommandsListResult {
+            commands: vec![CommandEntry {
+                name: "n".into(),
+                description: "d".into(),
+                argument_hint: Some("a".into()),
+                source: CommandSource::Project,
+            }],
+        })],
+        method::HOOKS_LIST => vec![v(&HooksListResult {
+            hooks: vec![HookEntry {
+                event: "Stop".into(),
+                matcher: Some("m".into()),
+                command: "c".into(),
+                timeout: 1.0,
+                source: HookSourceName::Project,
+            }],
+            project_files: vec!["f".into()],
+            trusted: false,
         })],
         method::STOP => vec![v(&StopResult { stopped: true })],
         method::STEER => vec![v(&SteerResult { queued: true })],
@@ -1142,6 +1189,7 @@ fn full_results(m: &str) -> Vec<Value> {
         | method::ANSWER
         | method::SET_MODE
         | method::MCP_TRUST
+        | method::HOOKS_TRUST
         | method::SESSION_DELETE => {
             vec![v(&EmptyResult {})]
         }

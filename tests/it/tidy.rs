@@ -76,7 +76,7 @@ const LAYERS: &[&[&str]] = &[
     &["server", "acp", "cli"],
     &["session"],
     &["engine"],
-    &["permissions", "providers", "store", "mcp"],
+    &["permissions", "providers", "store", "mcp", "hooks"],
     &["config"],
     &["tools"],
     &["workspace", "protocol"],

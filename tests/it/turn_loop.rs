@@ -86,9 +86,14 @@ impl Harness {
         let parts = vec![Part::Text {
             text: text.to_owned(),
         }];
-        self.call(|reply| Op::Prompt { parts, reply })
+        match self
+            .call(|reply| Op::Prompt { parts, reply })
             .await
             .expect("the prompt is admitted")
+        {
+            tandem::session::PromptOutcome::Turn { turn_id, .. } => turn_id,
+            other => panic!("a plain prompt starts a turn, not {other:?}"),
+        }
     }
 
     async fn approve(&self, request_id: &str, decision: Decision) {

@@ -6,6 +6,7 @@
 //! never blocks: notifications are queued on the connection at once, and requests to the client
 //! run in tasks that answer the session actor with an `Op`.
 
+mod commands;
 mod editor_fs;
 
 use editor_fs::{EditorFs, OpenFsRequests};
@@ -68,6 +69,8 @@ pub struct Bridge {
     output: Mutex<HashMap<String, ShownOutput>>,
     /// `fs/*` requests to the editor still open; a cancel withdraws them.
     fs_requests: Arc<Mutex<OpenFsRequests>>,
+    /// The slash commands the client was sent last (`available_commands_update`).
+    commands_sent: Mutex<Option<Vec<acp::AvailableCommand>>>,
 }
 
 /// The part of a running command's output shown on its card, and how much came in all.
@@ -106,6 +109,7 @@ impl Bridge {
             asks: Mutex::new(HashMap::new()),
             output: Mutex::new(HashMap::new()),
             fs_requests: Arc::new(Mutex::new(OpenFsRequests::default())),
+            commands_sent: Mutex::new(None),
         })
     }
 
@@ -398,6 +402,9 @@ impl Bridge {
                 ));
             }
             Event::McpStatus { .. } => {}
+            // ACP has no shape for it; a hook that blocks says so through what it blocked
+            // (the tool's result, the turn's error) and a failure through a warning notice.
+            Event::HookRan { .. } => {}
             Event::Notice { kind, text } => {
                 // Typed, not by its words: the refusal notice carries the engine's mark in the
                 // history, committed before this event. Asked here, where no lock of the
@@ -455,7 +462,13 @@ impl Bridge {
             // takes messages back out of a client's transcript.
             Event::Rewound { .. } => {}
             Event::Plan { entries } => self.send_update(convert::plan_update(entries)),
-            Event::TurnEnded { reason, error } => self.end_prompt(turn_id, *reason, error.as_ref()),
+            Event::TurnEnded { reason, error } => {
+                self.end_prompt(turn_id, *reason, error.as_ref());
+                // A turn may have written a command file (`/init`, an edit).
+                if let Some(handle) = self.handle() {
+                    super::customization::announce_commands(self.clone(), handle);
+                }
+            }
         }
     }
 

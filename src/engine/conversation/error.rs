@@ -40,6 +40,9 @@ pub enum SessionError {
     /// Something this session cannot do at all (checkpoints of a session without a store).
     #[error("{0}")]
     Unsupported(String),
+    /// A mode name no mode has (`/mode NAME`).
+    #[error("unknown mode `{0}`; use ask, autoEdit, plan or fullAuto")]
+    InvalidMode(String),
 }
 
 impl SessionError {
@@ -59,6 +62,7 @@ impl SessionError {
             }
             SessionError::UnknownTurn(_) => ErrorKind::UnknownTurn,
             SessionError::Unsupported(_) => ErrorKind::Unsupported,
+            SessionError::InvalidMode(_) => ErrorKind::InvalidMode,
         }
     }
 }

@@ -221,6 +221,8 @@ pub struct Conversation {
     pub client_fs: Option<Arc<dyn ClientFs>>,
     /// The session's MCP servers and their tools (an empty hub when it has none).
     pub mcp: Arc<crate::mcp::McpHub>,
+    /// The session's hooks (see [`super::hooks`]).
+    pub hooks: super::hooks::SessionHooks,
     /// Held while the unparsed history is parsed, so two callers of
     /// [`Conversation::complete_history`] parse it once.
     history_gate: tokio::sync::Mutex<()>,
@@ -270,6 +272,7 @@ impl Conversation {
             store,
             client_fs,
             mcp,
+            hooks: Default::default(),
             history_gate: tokio::sync::Mutex::new(()),
             checkpoints: Arc::default(),
         })

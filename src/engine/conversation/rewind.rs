@@ -40,7 +40,7 @@ impl Conversation {
                 continue;
             }
             let prompt = if message.role == Role::User && message.meta.source == Source::User {
-                message.text()
+                message.meta.typed.clone().unwrap_or_else(|| message.text())
             } else {
                 String::new()
             };
@@ -224,6 +224,23 @@ impl Conversation {
         drop(state);
         self.store_plan(&plan);
         Ok(Some(plan))
+    }
+
+    /// Take turn `turn_id`'s messages (its prompt) out of the history, as a conversation rewind
+    /// does (moved aside in the store first), without a notice: a `UserPromptSubmit` hook
+    /// refused the prompt, so no request may carry it. Called by that turn itself.
+    pub async fn withdraw_prompt(&self, turn_id: &str) -> Result<(), SessionError> {
+        let span = self.span_of(turn_id)?;
+        if let Some(store) = &self.store {
+            store
+                .supersede_messages(&self.id, span.first_index as u64, turn_id, now_ms())
+                .await
+                .map_err(|e| SessionError::StoreUnavailable(e.cause()))?;
+        }
+        let mut state = lock(&self.state);
+        state.history.truncate(span.first_index);
+        state.displays_stored = state.displays_stored.min(span.first_index);
+        Ok(())
     }
 
     /// `session/fork`: a new stored session with the history before `turn_id` (all of it

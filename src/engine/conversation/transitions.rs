@@ -18,7 +18,13 @@ impl Conversation {
     /// Admit a prompt as a new turn: refuses one that says nothing or arrives while a turn
     /// runs; otherwise commits the user message (the session's title is the first prompt's
     /// start) and returns the new turn's id. The caller starts the turn.
-    pub fn admit_prompt(&self, parts: Vec<Part>) -> Result<String, SessionError> {
+    /// `typed` is the slash command as the user typed it when `parts` are its expansion (the
+    /// display and the title show it).
+    pub fn admit_prompt(
+        &self,
+        parts: Vec<Part>,
+        typed: Option<String>,
+    ) -> Result<String, SessionError> {
         if let Some(problem) = crate::engine::history::prompt_problem(&parts) {
             return Err(SessionError::InvalidPrompt(problem));
         }
@@ -29,11 +35,27 @@ impl Conversation {
         }
         state.active_turn = Some(turn_id.clone());
         state.accepting_steering = true;
-        let message = Message::user(parts, Source::User, Some(&turn_id));
+        let mut message = Message::user(parts, Source::User, Some(&turn_id));
+        message.meta.typed = typed;
         let first = !state.history.iter().any(|m| m.role == Role::User);
-        let title: Option<String> = first.then(|| message.text().chars().take(80).collect());
+        let title: Option<String> = first.then(|| match &message.meta.typed {
+            Some(typed) => typed.chars().take(80).collect(),
+            None => message.text().chars().take(80).collect(),
+        });
         self.append_locked(&mut state, message);
         self.persist_session_fields(None, None, title.as_deref());
+        Ok(turn_id)
+    }
+
+    /// Admit a `/compact` turn: no user message, the history must hold something to compact.
+    pub fn admit_compaction(&self) -> Result<String, SessionError> {
+        let turn_id = new_id("t");
+        let mut state = lock(&self.state);
+        if state.active_turn.is_some() {
+            return Err(SessionError::TurnInProgress);
+        }
+        state.active_turn = Some(turn_id.clone());
+        state.accepting_steering = false;
         Ok(turn_id)
     }
 

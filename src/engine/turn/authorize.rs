@@ -77,6 +77,15 @@ impl Turn {
                 }
             },
         };
+        // The user's PreToolUse hooks decide first: a block ends the call here, before any
+        // planning; `allow` and `ask` shape the verdict below.
+        let hook = self.pre_tool_hooks(call, &value).await?;
+        if let Some(reason) = hook.blocked {
+            return Some(Prepared::Done {
+                status: ResultStatus::Denied,
+                text: format!("blocked by a hook, so it did not run: {reason}"),
+            });
+        }
         let mut verdict = self.session.verdict(mode, &call.name, risk, args.command());
         // A credential file or a project file that runs code: asked in every mode, each time, with
         // no "always" option.
@@ -136,6 +145,23 @@ impl Turn {
                 // a command, so the user sees every one.
                 verdict = Verdict::Ask { reason };
             }
+        }
+        match (&hook.ask, &mut verdict) {
+            (Some(reason), Verdict::Allow) => {
+                verdict = Verdict::Ask {
+                    reason: reason.clone(),
+                }
+            }
+            (Some(reason), Verdict::Ask { reason: why }) => {
+                why.push_str("; ");
+                why.push_str(reason);
+            }
+            // A hook's `allow` answers the approval the user would have been asked, but never
+            // one asked each time (credentials, files that run code) nor a refusal.
+            (None, Verdict::Ask { .. }) if hook.allowed && !asked_each_time => {
+                verdict = Verdict::Allow
+            }
+            _ => {}
         }
         // Edits are planned now so the approval can show the diff and a bad edit fails early,
         // except on a file asked each time: there the failure itself says something about the content
@@ -266,6 +292,10 @@ impl Turn {
                                 text: "tandem could not prepare this change for review, so it was not applied; try a smaller change".to_owned(),
                             });
                         };
+                        self.notification_hooks(format!(
+                            "tandem needs your permission to use {}",
+                            call.name
+                        ));
                         let receiver = self.register_pending(
                             &request_id,
                             PendingKind::Approval,

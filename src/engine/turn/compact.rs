@@ -39,7 +39,12 @@ impl Turn {
                 ));
             }
         }
-        let target = (window / 2).saturating_sub(fixed);
+        // `/compact` keeps as little verbatim as a clean cut allows.
+        let target = if self.compact_only {
+            0
+        } else {
+            (window / 2).saturating_sub(fixed)
+        };
         let chosen = self.session.with_history(|history| {
             let Some(boundary) = compaction::choose_boundary(history, target) else {
                 return Err(exceeded(
@@ -69,6 +74,8 @@ impl Turn {
             Ok((prefix, history[boundary].id.clone(), count))
         });
         let (prefix, boundary_id, compacted_count) = chosen?;
+        self.pre_compact_hooks(if self.compact_only { "manual" } else { "auto" })
+            .await;
         self.emit(Event::Compacting { summary: None });
         let mut messages = project(
             &prefix,

@@ -472,6 +472,7 @@ impl Turn {
                     choices,
                     plan,
                 };
+                self.notification_hooks("tandem is asking you a question".to_owned());
                 let receiver = self.register_pending(
                     &request_id,
                     PendingKind::Question,

@@ -17,6 +17,7 @@ mod authorize;
 mod compact;
 mod execute;
 mod guards;
+mod hooks;
 mod record;
 mod request;
 mod stream;
@@ -85,6 +86,8 @@ enum Outcome {
     StoreFailed(String),
     /// The workspace folder is no longer the one the session opened (the message says so).
     WorkspaceMoved(String),
+    /// A `UserPromptSubmit` hook refused the prompt (the message says which and why).
+    PromptRefused(String),
 }
 
 struct PartialCall {
@@ -173,6 +176,13 @@ struct Turn {
     /// Images MCP tools returned, by tool call id, until their result is committed (a call
     /// that runs beside reads returns its text through the same task type as a read).
     mcp_images: Arc<std::sync::Mutex<HashMap<String, Vec<crate::mcp::content::McpImage>>>>,
+    /// How many times `Stop` hooks continued this turn.
+    stop_continuations: u32,
+    /// The session's hooks, loaded before the first request (so the stream can ask them
+    /// without waiting).
+    hooks_loaded: Option<Arc<crate::hooks::HookSet>>,
+    /// A `/compact` turn: it compacts and ends, with no prompt and no model answer.
+    compact_only: bool,
 }
 
 /// Announce a turn (`turnStarted`, with the model it runs on). The actor calls this as it admits
@@ -186,7 +196,17 @@ pub fn announce(session: &Conversation, turn_id: &str) {
 /// Run one turn to its end. The user message is already in history and the turn announced
 /// (the actor did both).
 pub async fn run_turn(session: Arc<Conversation>, turn_id: String, cancel: CancellationToken) {
-    drive(session, turn_id, cancel, None, HashMap::new()).await;
+    drive(session, turn_id, cancel, None, HashMap::new(), false).await;
+}
+
+/// Run a `/compact` turn (already admitted and announced): compact the history now, whatever
+/// its size, and end.
+pub async fn run_compact_turn(
+    session: Arc<Conversation>,
+    turn_id: String,
+    cancel: CancellationToken,
+) {
+    drive(session, turn_id, cancel, None, HashMap::new(), true).await;
 }
 
 /// Continue a restored session's crashed turn, already announced again: finish its open tool
@@ -198,6 +218,7 @@ pub async fn resume_turn(session: Arc<Conversation>, resume: Resume, cancel: Can
         cancel,
         Some(resume.calls),
         resume.recorded,
+        false,
     )
     .await;
 }
@@ -208,6 +229,7 @@ async fn drive(
     cancel: CancellationToken,
     resume_calls: Option<Vec<ToolCallRecord>>,
     recorded: HashMap<String, crate::store::PendingRecord>,
+    compact_only: bool,
 ) {
     // A command cut by a crash left its manifest pending: attribute what changed to its turn
     // before this turn changes anything (once per session; a no-op afterwards).
@@ -234,6 +256,9 @@ async fn drive(
         refused: HashMap::new(),
         fixed_tokens: 0,
         result_share: usize::MAX,
+        stop_continuations: 0,
+        hooks_loaded: None,
+        compact_only,
     };
     let outcome = turn.run().await;
     turn.end(outcome);
@@ -254,6 +279,14 @@ impl Turn {
                 _ = self.session.mcp.prepare_turn() => {}
             }
         }
+        self.hooks_loaded = Some(self.session.hook_set().await);
+        if self.resume_calls.is_none() && !self.compact_only {
+            match self.prompt_hooks().await {
+                hooks::PromptHooks::Proceed => {}
+                hooks::PromptHooks::Refused(text) => return Outcome::PromptRefused(text),
+                hooks::PromptHooks::Interrupted => return Outcome::Interrupted,
+            }
+        }
         let system = self.system_prompt().await;
         // The system prompt and tool schemas ride on every request; about 2,000 tokens.
         self.fixed_tokens = (system.len() as u64).div_ceil(4) + 2_000;
@@ -261,7 +294,9 @@ impl Turn {
         let mut iteration: u32 = 0;
         if let Some(calls) = self.resume_calls.take() {
             let mode = self.session.settings().mode;
-            if !self.run_tools(&calls, HashMap::new(), mode).await {
+            if !self.run_tools(&calls, HashMap::new(), mode).await
+                || !self.post_tool_hooks(&calls).await
+            {
                 return Outcome::Interrupted;
             }
             self.batches_since_compaction += 1;
@@ -303,10 +338,13 @@ impl Turn {
                 ));
             };
             if let Err(outcome) = self
-                .maybe_compact(&model_id, &model, provider.as_ref(), false)
+                .maybe_compact(&model_id, &model, provider.as_ref(), self.compact_only)
                 .await
             {
                 return outcome;
+            }
+            if self.compact_only {
+                return Outcome::Completed;
             }
             let request = self.build_request(&system, &model_id, &model, mode, provider.kind());
             match self.stream(provider.as_ref(), request, mode).await {
@@ -389,12 +427,19 @@ impl Turn {
                                 "{REFUSAL_NOTICE}; rephrase the request or switch model"
                             ));
                         }
+                        match self.stop_hooks().await {
+                            Err(()) => return Outcome::Interrupted,
+                            Ok(Some(_)) => continue,
+                            Ok(None) => {}
+                        }
                         if self.finish_or_steer() {
                             return Outcome::Completed;
                         }
                         continue;
                     }
-                    if !self.run_tools(&records, early, mode).await {
+                    if !self.run_tools(&records, early, mode).await
+                        || !self.post_tool_hooks(&records).await
+                    {
                         return Outcome::Interrupted;
                     }
                     self.batches_since_compaction += 1;
@@ -453,7 +498,9 @@ impl Turn {
                 )
             }
             Outcome::ContextExceeded(text) => self.fail(TurnEndReason::ContextExceeded, text),
-            Outcome::WorkspaceMoved(text) => self.fail(TurnEndReason::Error, text),
+            Outcome::WorkspaceMoved(text) | Outcome::PromptRefused(text) => {
+                self.fail(TurnEndReason::Error, text)
+            }
             Outcome::StoreFailed(cause) => {
                 let text = format!(
                     "the session store cannot write ({cause}), so the turn stopped: what it did from here could not be saved. Free disk space or end the program that holds the database lock; the next request saves what was lost and goes on"

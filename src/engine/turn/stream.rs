@@ -312,7 +312,10 @@ impl Turn {
         mode: Mode,
     ) -> Option<JoinHandle<ToolOutcome>> {
         let meta = meta_for(&call.name)?;
-        if meta.risk != Risk::Low || !permissions::offered(mode, meta) {
+        if meta.risk != Risk::Low
+            || !permissions::offered(mode, meta)
+            || self.pre_tool_hooked(&call.name)
+        {
             return None;
         }
         let value: Value = serde_json::from_str(arguments_or_empty(&call.arguments)).ok()?;

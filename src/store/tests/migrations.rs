@@ -35,6 +35,7 @@ async fn migrations_create_the_schema_and_set_user_version() {
             "checkpoint_files",
             "checkpoint_scans",
             "events",
+            "hook_trust",
             "mcp_trust",
             "messages",
             "meta",

@@ -91,6 +91,7 @@ impl Command {
                 | Command::EventsSince { .. }
                 | Command::IntegrityCheck { .. }
                 | Command::TrustedMcp { .. }
+                | Command::TrustedHooks { .. }
                 | Command::RecordEvent { json: None, .. }
         ) && !matches!(self, Command::Checkpoint { op, .. } if !op.writes())
     }
@@ -123,6 +124,8 @@ impl Writer {
                     | Command::Resync { .. }
                     | Command::TrustMcp { .. }
                     | Command::TrustedMcp { .. }
+                    | Command::TrustHooks { .. }
+                    | Command::TrustedHooks { .. }
             ) || matches!(c, Command::Checkpoint { op, .. } if op.answers())
         });
         if answers {
@@ -373,6 +376,18 @@ impl Writer {
                 None,
             ),
             Command::TrustedMcp { cwd, reply } => (answer(reply, trusted_mcp(conn, &cwd)), None),
+            Command::TrustHooks {
+                cwd,
+                content_hash,
+                trusted_at,
+                reply,
+            } => (
+                answer(reply, trust_hooks(conn, &cwd, &content_hash, trusted_at)),
+                None,
+            ),
+            Command::TrustedHooks { cwd, reply } => {
+                (answer(reply, trusted_hooks(conn, &cwd)), None)
+            }
             Command::Checkpoint { session_id, op } => {
                 let (finish, error) = op.apply(conn, &session_id);
                 let error = failed("checkpoint", &session_id, error.map_or(Ok(()), Err));

@@ -187,6 +187,8 @@ pub(super) fn apply_write(
         | Command::Checkpoint { .. }
         | Command::TrustMcp { .. }
         | Command::TrustedMcp { .. }
+        | Command::TrustHooks { .. }
+        | Command::TrustedHooks { .. }
         | Command::Resync { .. } => ("nothing", Ok(0)),
     }
 }
@@ -236,6 +238,31 @@ pub(super) fn trusted_mcp(
     )?;
     let rows = statement.query_map(params![cwd], |row| Ok((row.get(0)?, row.get(1)?)))?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Remember the trusted project hooks of `cwd` (replacing an earlier trust).
+pub(super) fn trust_hooks(
+    conn: &Connection,
+    cwd: &str,
+    content_hash: &str,
+    trusted_at: u64,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO hook_trust (cwd, content_hash, trusted_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (cwd) DO UPDATE SET
+             content_hash = excluded.content_hash, trusted_at = excluded.trusted_at",
+    )?
+    .execute(params![cwd, content_hash, to_i64(trusted_at)])?;
+    Ok(())
+}
+
+/// The content hash of the trusted project hooks of `cwd`.
+pub(super) fn trusted_hooks(conn: &Connection, cwd: &str) -> Result<Option<String>, StoreError> {
+    use rusqlite::OptionalExtension;
+    Ok(conn
+        .prepare_cached("SELECT content_hash FROM hook_trust WHERE cwd = ?1")?
+        .query_row(params![cwd], |row| row.get(0))
+        .optional()?)
 }
 
 /// Appends a message row, with its display entry when it is final already (else `NULL`). The
