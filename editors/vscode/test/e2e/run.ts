@@ -272,7 +272,8 @@ async function main(): Promise<number> {
   const cs: ChildProcess = spawn(
     codeServer,
     [...common, '--bind-addr', `127.0.0.1:${port}`, '--auth', 'none', '--disable-telemetry', '--disable-update-check', '--reconnection-grace-time', '5', ws],
-    { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TANDEM_HOME: tandemHome } },
+    // XDG_CONFIG_HOME: tandem's user config folder (slash commands, hooks) is a scratch one, not the user's.
+    { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TANDEM_HOME: tandemHome, XDG_CONFIG_HOME: path.join(root, 'xdg-config') } },
   );
   const csLog = fs.createWriteStream(path.join(ARTIFACTS, 'code-server.log'));
   cs.stdout!.pipe(csLog);
@@ -973,6 +974,41 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
     const prompts = tapRecords(server.log).filter((r) => r.method === 'prompt').map((r) => r.params?.content);
     if (prompts.at(-1) !== '/status') throw new Error(`the last prompt sent was ${JSON.stringify(prompts.at(-1))}`);
     await screenshot(page, 'slash-status');
+  });
+
+  // ---- hooks: each run as a compact line in its turn (a user hook: it needs no trust) ---------------------------
+  await llm.enqueue(
+    { steps: [call('call_e2e_hook1', 'read_file', { path: 'README.md' })] },
+    { steps: [call('call_e2e_hook2', 'read_file', { path: 'secret.txt' })] },
+    { steps: [say('Hooks ran.')] },
+  );
+  await check('hook runs show as compact lines in the turn: an allowed read (exit 0) and a blocked one (exit 2), styled apart', async () => {
+    // The user's hooks file is read when a session opens: written first, then a new session.
+    const hooksFile = path.join(path.dirname(ws), 'xdg-config', 'tandem', 'hooks.json');
+    fs.mkdirSync(path.dirname(hooksFile), { recursive: true });
+    const guard = 'if grep -q secret.txt; then echo "secret.txt is off limits" >&2; exit 2; fi';
+    fs.writeFileSync(hooksFile, JSON.stringify({ hooks: { PreToolUse: [{ matcher: 'Read', hooks: [{ type: 'command', command: guard }] }] } }));
+    fs.writeFileSync(path.join(ws, 'secret.txt'), 'hunter2\n');
+    try {
+      await c.locator('[data-testid=new-session]').click();
+      await c.locator('[data-testid=user-message]').first().waitFor({ state: 'detached' });
+      await c.locator('[data-testid=prompt]').fill('Read two files');
+      await c.locator('[data-testid=prompt]').press('Enter');
+      await c.locator('[data-testid=assistant-message]', { hasText: 'Hooks ran.' }).waitFor();
+      const lines = c.locator('[data-testid=hook-line]');
+      await lines.nth(1).waitFor();
+      const shown = await lines.evaluateAll((els) => els.map((e) => [(e as HTMLElement).dataset.outcome, e.textContent?.replace(/\s+/g, ' ').trim()]));
+      const want = [
+        ['ok', `hook PreToolUse ${guard} — exit 0`],
+        ['blocked', `hook PreToolUse ${guard} — blocked, exit 2`],
+      ];
+      if (shown.length !== 2 || shown.some(([o, t], i) => o !== want[i][0] || !t?.startsWith(want[i][1]) || !/, \d+ ms$/.test(t))) throw new Error(`the hook lines are ${JSON.stringify(shown)}`);
+      const colors = await lines.evaluateAll((els) => els.map((e) => getComputedStyle(e).borderLeftColor));
+      if (colors[0] === colors[1]) throw new Error(`a blocked run looks like an allowed one (${colors.join(' / ')})`);
+      await screenshot(page, 'hook-lines');
+    } finally {
+      fs.rmSync(hooksFile, { force: true });
+    }
   });
 
   // ---- Configure Model: the config for a provider kind, the key in SecretStorage and the server's environment --

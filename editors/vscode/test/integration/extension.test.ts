@@ -1319,11 +1319,14 @@ describe('the extension in a fake VS Code host', () => {
 
     // Trust is the folder's: a new session runs the hooks without asking.
     await fake.commands.get('tandem.newSession')!();
-    await llm.enqueue({ steps: [say('second')] });
+    await llm.enqueue({ steps: [call('call_hook_r2', 'read_file', { path: 'a.txt' })] }, { steps: [say('second')] });
     view.send({ type: 'prompt', text: 'again' });
     await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'second'), 10_000, 'the second session');
-    assert.equal(sentOf('hooks/list').length, 2);
+    const second = viewMeta(view).sessionId;
+    assert.notEqual(second, sessionId);
+    assert.deepEqual(sentOf('hooks/list').at(-1)?.params, { sessionId: second }, 'the new session was checked too');
     assert.equal(asked().length, 1, 'not asked again');
+    assert.deepEqual(viewItems(view).filter((i) => i.type === 'hook').map((i) => [i.event, i.exitCode]), [['PreToolUse', 0]], 'the hook ran in the new session');
     assert.equal(sentOf('hooks/trust').length, 1);
     assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), []);
   });
