@@ -533,7 +533,7 @@ export class Controller implements vscode.Disposable {
     const s = await this.sessionHooks();
     if (!s) return;
     if (!s.hooks.projectFiles?.length) {
-      void vscode.window.showInformationMessage('tandem: this workspace has no project hooks (.tandem/hooks.json or the hooks of .claude/settings.json): nothing to trust.');
+      void vscode.window.showInformationMessage('tandem: this workspace has no project hooks (.tandem/hooks.json, or hooks in .claude/settings.json or .claude/settings.local.json): nothing to trust.');
       return;
     }
     if (s.hooks.trusted) {

@@ -62,7 +62,9 @@ export function trustText(r: HooksListResult): { message: string; detail: string
   const files = r.projectFiles.join(', ');
   const message = `This workspace defines hooks (${files}). Their commands run on your machine outside tandem's sandbox, with your permissions, whenever their event happens. Trust them?`;
   const list = hooks.length ? hooks.map((h) => `• ${hookSummary(h)}`).join('\n') : '(the files define no command tandem could read)';
-  const detail = `${list}\n\nUntil you trust them they do not run. Trust is remembered for this folder until the files change.`;
+  const detail =
+    `${list}\n\nUntil you trust them they do not run. Trust is remembered for this folder until the files change. ` +
+    "It covers these files' text, not a script a hook runs: one kept elsewhere than .tandem/ can be changed later (by the model too) without asking again.";
   return { message, detail };
 }
 

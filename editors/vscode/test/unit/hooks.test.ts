@@ -77,6 +77,7 @@ test('the trust text lists files and each project hook with event, matcher and c
   assert.match(message, /outside tandem's sandbox/);
   assert.match(detail, /^• PreToolUse \(Bash\): \.tandem\/hooks\/check\.sh\n• Stop: notify-send done\n\n/);
   assert.doesNotMatch(detail, /log-tool/, "the user's own hooks need no trust");
+  assert.match(detail, /not a script a hook runs/, 'what the trust does not cover');
   const rows = hookPickItems(UNTRUSTED);
   assert.deepEqual(
     rows.map((r) => [r.label, r.description, r.detail]),
