@@ -1011,6 +1011,39 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
     }
   });
 
+  await llm.enqueue({ steps: [call('call_e2e_hook3', 'read_file', { path: 'README.md' })] }, { steps: [say('Trusted hooks ran.')] });
+  await check("a workspace hook file is asked about in a modal dialog (Trust / Not now) before the first prompt goes; Trust sends hooks/trust and the hook runs", async () => {
+    const command = 'cat > /dev/null; exit 0';
+    const hooksFile = path.join(ws, '.tandem', 'hooks.json');
+    fs.mkdirSync(path.dirname(hooksFile), { recursive: true });
+    fs.writeFileSync(hooksFile, JSON.stringify({ hooks: { PreToolUse: [{ matcher: 'Read', hooks: [{ type: 'command', command }] }] } }));
+    try {
+      await c.locator('[data-testid=new-session]').click();
+      await c.locator('[data-testid=user-message]').first().waitFor({ state: 'detached' });
+      const news = sessionNews().length;
+      await c.locator('[data-testid=prompt]').fill('Read with project hooks');
+      await c.locator('[data-testid=prompt]').press('Enter');
+      const dialog = page.locator('.monaco-dialog-box');
+      await dialog.waitFor();
+      await dialog.locator('.dialog-message-text', { hasText: 'defines hooks (.tandem/hooks.json)' }).waitFor();
+      await dialog.locator('.dialog-message-detail', { hasText: `PreToolUse (Read): ${command}` }).waitFor();
+      const buttons = (await dialog.locator('.dialog-buttons .monaco-button').allInnerTexts()).map((b) => b.trim()).sort();
+      if (JSON.stringify(buttons) !== JSON.stringify(['Not now', 'Trust'])) throw new Error(`the dialog's buttons are ${JSON.stringify(buttons)}`);
+      await screenshot(page, 'hooks-trust-dialog');
+      const methods = () => tapRecords(server.log).map((r) => r.method);
+      await waitFor(() => sessionNews().length === news + 1, STEP_TIMEOUT, 'the session/new');
+      const sinceNew = () => methods().slice(methods().lastIndexOf('session/new'));
+      if (sinceNew().includes('prompt')) throw new Error(`the prompt went before the answer: ${sinceNew().join(', ')}`);
+      await dialog.locator('.dialog-buttons .monaco-button', { hasText: 'Trust' }).click();
+      await c.locator('[data-testid=assistant-message]', { hasText: 'Trusted hooks ran.' }).waitFor();
+      await c.locator('[data-testid=hook-line][data-outcome=ok]', { hasText: command }).waitFor();
+      const order = sinceNew().filter((m) => m === 'hooks/trust' || m === 'prompt');
+      if (order.join() !== 'hooks/trust,prompt') throw new Error(`after session/new: ${sinceNew().join(', ')}`);
+    } finally {
+      fs.rmSync(hooksFile, { force: true });
+    }
+  });
+
   // ---- Configure Model: the config for a provider kind, the key in SecretStorage and the server's environment --
   await llm.enqueue({ steps: [say('Configured and answering.')] });
   await check('Configure Model writes the config for the chosen kind, keeps the key out of it, and the server gets the key', async () => {
