@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import { MockLlm, call, say } from '../mockLlm';
 import { startHarness, tempDir, type Harness } from './harness';
 import { errorKind, type SessionEvent } from '../../src/protocol';
+import { hookLine } from '../../src/hooks';
 
 const REVIEW_MD = '---\ndescription: Review a file\nargument-hint: FILE\n---\nReview $ARGUMENTS carefully and list the bugs.\n';
 
@@ -156,6 +157,28 @@ describe('slash commands and hooks through the extension client', () => {
       assert.doesNotMatch(blocked.result ?? '', /hunter2/, 'the secret was not read');
       const lines = h.state.items.filter((i) => i.type === 'hook');
       assert.equal(lines.length, 2, 'the chat shows both runs');
+    } finally {
+      await h.close();
+    }
+  });
+
+  test("a failing hook of the user's (no trust needed): its line is marked failed and the server's warning notice is in the chat", async () => {
+    const xdg = tempDir('tandem-xdg-hooks-');
+    write(xdg, 'tandem/hooks.json', hooksJson('PostToolUse', 'Read', 'echo "log server down" >&2; exit 1'));
+    h = await startHarness(llm.config(), { prepare: (ws) => write(ws, 'a.txt', 'alpha\n'), env: { XDG_CONFIG_HOME: xdg } });
+    try {
+      const listed = await h.client.hooksList(h.sessionId);
+      assert.deepEqual([listed.trusted, listed.projectFiles, listed.hooks.map((x) => x.source)], [true, [], ['user']]);
+      await llm.enqueue({ steps: [call('call_f1', 'read_file', { path: 'a.txt' })] }, { steps: [say('read anyway')] });
+      await h.client.prompt(h.sessionId, 'read a');
+      await h.event('turnEnded');
+      const line = h.state.items.find((i) => i.type === 'hook');
+      assert.ok(line?.type === 'hook');
+      assert.deepEqual([line.event, line.exitCode, hookLine(line).outcome], ['PostToolUse', 1, 'failed']);
+      const warning = h.state.items.find((i) => i.type === 'notice' && i.kind === 'warning');
+      assert.ok(warning?.type === 'notice', `a warning notice: ${JSON.stringify(h.state.items.map((i) => i.type))}`);
+      assert.match(warning.text, /log server down|exit/, 'it says why');
+      assert.equal(h.state.toolByCallId('call_f1')?.status, 'completed', 'a PostToolUse failure does not undo the call');
     } finally {
       await h.close();
     }
