@@ -2,7 +2,7 @@
 //! app-server, ripgrep, an in-process floor, a raw rusqlite read), printed as one table of
 //! ratios with the target each must meet.
 //!
-//! `cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|mcp|checkpoint|core|persistence] [--bin PATH]`
+//! `cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|mcp|checkpoint|hooks|core|persistence] [--bin PATH]`
 //! installs the anchors into `<target>/bench-tools` when missing. `examples/bench/README.md`
 //! describes each method. A missed target is a table entry, not an error; the exit code is
 //! non-zero only when a measurement fails.
@@ -21,6 +21,7 @@ mod core;
 mod fanout;
 mod floods;
 mod grep;
+mod hooks;
 mod load;
 mod mcp;
 mod mock;
@@ -31,7 +32,7 @@ use std::process::ExitCode;
 
 use common::{machine, print_table, progress, resolve_binary, Result, Row};
 
-const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|mcp|checkpoint|core|persistence]... [--bin PATH]
+const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|mcp|checkpoint|hooks|core|persistence]... [--bin PATH]
 
   all     everything below (the default)
   codex   cold start, memory and a full turn beside Codex app-server (npm @openai/codex)
@@ -45,6 +46,7 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|gr
   checkpoint
           checkpoints around a shell command in a 10,000-file workspace beside a shadow-git
           checkpoint, a file tool's write with its checkpoint, a rewind of 1,000 files
+  hooks   what a PreToolUse hook that exits at once adds to a tool call
   core    event latency and resume (also cold start, idle memory and persistence beside their floors)
   persistence
           only the persistence comparison of core (a 200-delta turn with and without the store)
@@ -61,11 +63,12 @@ enum Part {
     Floods,
     Mcp,
     Checkpoint,
+    Hooks,
     Core,
     Persistence,
 }
 
-const ALL: [Part; 8] = [
+const ALL: [Part; 9] = [
     Part::Codex,
     Part::Grep,
     Part::Fanout,
@@ -73,6 +76,7 @@ const ALL: [Part; 8] = [
     Part::Floods,
     Part::Mcp,
     Part::Checkpoint,
+    Part::Hooks,
     Part::Core,
 ];
 
@@ -101,6 +105,7 @@ fn parse_args() -> Result<(Vec<Part>, Option<PathBuf>)> {
             "floods" => parts.push(Part::Floods),
             "mcp" => parts.push(Part::Mcp),
             "checkpoint" => parts.push(Part::Checkpoint),
+            "hooks" => parts.push(Part::Hooks),
             "core" => parts.push(Part::Core),
             "persistence" => parts.push(Part::Persistence),
             "--bin" => bin = Some(PathBuf::from(args.next().ok_or("--bin needs a path")?)),
@@ -177,6 +182,11 @@ fn run() -> Result<()> {
                     ));
                 }
             },
+            Part::Hooks => {
+                let figures = hooks::measure(&bin, &runtime)?;
+                rows.extend(figures.rows());
+                notes.push(figures.note());
+            }
             Part::Fanout => {
                 let figures = fanout::measure(&bin, &runtime)?;
                 rows.extend(figures.rows());

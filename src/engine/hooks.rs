@@ -79,7 +79,21 @@ async fn load(conversation: &Conversation) -> HookSet {
         let mut problems = Vec::new();
         let mut user = Vec::new();
         if let Some(path) = user_hooks_path() {
-            match std::fs::read_to_string(&path) {
+            let read = std::fs::File::open(&path).and_then(|file| {
+                let mut text = String::new();
+                std::io::Read::read_to_string(
+                    &mut std::io::Read::take(file, hooks::MAX_HOOK_FILE_BYTES + 1),
+                    &mut text,
+                )?;
+                if text.len() as u64 > hooks::MAX_HOOK_FILE_BYTES {
+                    return Err(std::io::Error::other(format!(
+                        "it is larger than {} bytes",
+                        hooks::MAX_HOOK_FILE_BYTES
+                    )));
+                }
+                Ok(text)
+            });
+            match read {
                 Ok(text) => match hooks::parse(&text, HookSource::User) {
                     Ok(hooks) => user = hooks,
                     Err(why) => problems.push(format!(
@@ -98,7 +112,9 @@ async fn load(conversation: &Conversation) -> HookSet {
                 // read (and later run) hooks from elsewhere.
                 let text = workspace
                     .resolve(&root.join(file).display().to_string())
-                    .and_then(|path| workspace.read_text_if_exists(&path));
+                    .and_then(|path| {
+                        workspace.read_text_if_exists_capped(&path, hooks::MAX_HOOK_FILE_BYTES)
+                    });
                 let name = if index == 0 {
                     file.to_owned()
                 } else {

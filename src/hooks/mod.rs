@@ -25,6 +25,8 @@ use sha2::{Digest, Sha256};
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest timeout an entry may ask for.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+/// The largest hook file read, in bytes.
+pub const MAX_HOOK_FILE_BYTES: u64 = 1024 * 1024;
 /// How many hook commands one file may declare.
 pub const MAX_HOOKS_PER_FILE: usize = 100;
 

@@ -160,7 +160,20 @@ pub(super) async fn run_builtin(
         }))
     };
     match builtin {
-        Builtin::Compact | Builtin::Init => Ok(None),
+        Builtin::Compact => {
+            // A compaction needs a clean cut that moves forward; without one there is nothing
+            // to summarize yet, and a turn would only end in a misleading context error.
+            let cut = conversation
+                .with_history(|history| crate::engine::compaction::choose_boundary(history, 0));
+            if cut.is_none() {
+                return done(
+                    "Nothing to compact yet: the conversation is too short to summarize."
+                        .to_owned(),
+                );
+            }
+            Ok(None)
+        }
+        Builtin::Init => Ok(None),
         Builtin::Status => done(status(conversation).await),
         Builtin::Model => {
             let config = &conversation.engine.config;

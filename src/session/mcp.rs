@@ -20,6 +20,8 @@ use crate::workspace::Workspace;
 
 /// The file of a workspace root that declares its MCP servers (Claude Code's name).
 pub const WORKSPACE_MCP_FILE: &str = ".mcp.json";
+/// The largest `.mcp.json` read, in bytes.
+const MAX_WORKSPACE_MCP_FILE_BYTES: u64 = 1024 * 1024;
 
 fn refused(name: String, source: McpSource, error: String) -> McpServerStatus {
     McpServerStatus {
@@ -47,7 +49,7 @@ fn workspace_definitions(
 ) -> (Vec<McpServerConfig>, Vec<McpServerStatus>, Option<String>) {
     let text = workspace
         .resolve(WORKSPACE_MCP_FILE)
-        .and_then(|path| workspace.read_text_if_exists(&path));
+        .and_then(|path| workspace.read_text_if_exists_capped(&path, MAX_WORKSPACE_MCP_FILE_BYTES));
     let text = match text {
         Ok(Some(text)) => text,
         Ok(None) => return (Vec::new(), Vec::new(), None),

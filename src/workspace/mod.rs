@@ -124,6 +124,9 @@ pub enum WorkspaceError {
         reason: String,
     },
 
+    #[error("`{path}` is larger than the {limit} bytes tandem reads of it; make it smaller")]
+    TooLarge { path: String, limit: u64 },
+
     #[error("could not {op} `{path}`: {source}; check that the path is accessible and try again")]
     Io {
         path: String,
@@ -450,6 +453,36 @@ impl Workspace {
             Err(WorkspaceError::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Reads a UTF-8 text file of at most `limit` bytes, or `None` when it does not exist; a
+    /// larger one is [`WorkspaceError::TooLarge`], found without reading past the limit (for
+    /// files tandem reads on its own, which a command may have made huge).
+    pub fn read_text_if_exists_capped(
+        &self,
+        p: &WorkspacePath,
+        limit: u64,
+    ) -> Result<Option<String>, WorkspaceError> {
+        let file = match self.open_file(p) {
+            Ok(file) => file,
+            Err(WorkspaceError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut bytes = Vec::new();
+        file.take(limit + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| self.map_io(p, "read", e))?;
+        if bytes.len() as u64 > limit {
+            return Err(WorkspaceError::TooLarge {
+                path: p.display.clone(),
+                limit,
+            });
+        }
+        String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| WorkspaceError::NotUtf8 {
+                path: p.display.clone(),
+            })
     }
 
     /// Resolves `p` to its canonical path relative to its root, following

@@ -415,3 +415,29 @@ fn own_files_are_protected_only_in_the_workspaces_opened_with_them() {
     assert_eq!(guarded.protected_reason(0, Path::new("src/main.rs")), None);
     assert!(guarded.protected_reason(7, Path::new("x")).is_some());
 }
+
+#[test]
+fn a_capped_read_refuses_a_file_past_the_cap_without_reading_it_all() {
+    let f = fixture();
+    std::fs::write(f.root.join("ok.json"), "x".repeat(64)).unwrap();
+    std::fs::write(f.root.join("big.json"), "x".repeat(65)).unwrap();
+    let ok = f.ws.resolve("ok.json").unwrap();
+    assert_eq!(
+        f.ws.read_text_if_exists_capped(&ok, 64)
+            .unwrap()
+            .unwrap()
+            .len(),
+        64
+    );
+    let big = f.ws.resolve("big.json").unwrap();
+    assert!(matches!(
+        f.ws.read_text_if_exists_capped(&big, 64),
+        Err(WorkspaceError::TooLarge { limit: 64, .. })
+    ));
+    let missing = f.ws.resolve("missing.json").unwrap();
+    assert!(f
+        .ws
+        .read_text_if_exists_capped(&missing, 64)
+        .unwrap()
+        .is_none());
+}

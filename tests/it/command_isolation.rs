@@ -6,7 +6,7 @@
 use std::process::Stdio;
 
 use crate::support::*;
-use serde_json::{json, Value};
+use serde_json::json;
 
 const SECRET_KEY: &str = "sk-test-provider-key-4711";
 const GITHUB_TOKEN: &str = "ghp_test_token_0815";
@@ -14,17 +14,6 @@ const GITHUB_TOKEN: &str = "ghp_test_token_0815";
 /// Prints whether the command can open the controlling terminal, then its environment.
 const PROBE: &str =
     "if (exec 3</dev/tty) 2>/dev/null; then echo TTY-OPEN; else echo TTY-CLOSED; fi; env";
-
-fn tool_result(request: &Value, id: &str) -> String {
-    request["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no result for {id} in {request}"))
-        .to_owned()
-}
 
 /// A config whose provider reads its key from `LOCAL_API_KEY` and that passes `MY_TOOL_HOME`
 /// (and, trying its luck, nothing else) to commands.

@@ -202,6 +202,13 @@ async fn builtins_run_in_the_session_without_a_model_request() {
         }
     };
 
+    let nothing = command("/compact").await;
+    assert!(nothing.get("turnId").is_none(), "{nothing}");
+    assert!(nothing["command"]["output"]
+        .as_str()
+        .unwrap()
+        .contains("Nothing to compact yet"));
+
     let status = command("/status").await;
     assert!(status.get("turnId").is_none(), "{status}");
     let output = status["command"]["output"].as_str().unwrap();

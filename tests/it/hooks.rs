@@ -51,16 +51,6 @@ fn read_log(log: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn tool_result(request: &Value, id: &str) -> String {
-    request["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .and_then(|m| m["content"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| panic!("no tool result for {id} in {request}"))
-}
-
 /// Every user message's text of a recorded request, joined.
 fn user_texts(request: &Value) -> String {
     request["messages"]
@@ -257,6 +247,9 @@ async fn a_prompt_refused_by_a_hook_never_reaches_the_model() {
         "{ended}"
     );
     assert_eq!(mock.request_count(), 0, "a refused prompt asked the model");
+    // Nor does it name the session.
+    let listed = t.request_ok("session/list", json!({})).await;
+    assert!(!listed.to_string().contains("hunter2"), "{listed}");
     let next = t.prompt(&sid, "hello").await;
     t.wait_turn(&sid, &next).await;
     let request = mock.request(0);
@@ -265,6 +258,7 @@ async fn a_prompt_refused_by_a_hook_never_reaches_the_model() {
         .request_ok("session/load", json!({"sessionId": sid}))
         .await;
     assert!(!loaded.to_string().contains("hunter2"), "{loaded}");
+
     t.shutdown().await;
 }
 

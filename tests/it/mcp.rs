@@ -41,17 +41,6 @@ fn tool_names(request: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The content of the `tool` message answering `id` in a recorded request.
-fn tool_result(request: &Value, id: &str) -> String {
-    request["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .and_then(|m| m["content"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| panic!("no tool result for {id} in {request}"))
-}
-
 fn request_id(approval: &Value) -> &str {
     approval["requestId"].as_str().expect("requestId")
 }

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::support::*;
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// What this kernel offers, measured independently of tandem with the `landlock` crate:
 /// `None` without Landlock, `Some(true)` when it can also restrict TCP (ABI 4 and later).
@@ -52,17 +52,6 @@ async fn run_command(t: &Tandem, mock: &MockLlm, sid: &str, id: &str, command: &
     assert_eq!(ended["reason"], "completed", "{ended}");
     let requests = mock.wait_for_requests(before + 2).await;
     tool_result(&requests[before + 1], id)
-}
-
-fn tool_result(request: &Value, id: &str) -> String {
-    request["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no result for {id} in {request}"))
-        .to_owned()
 }
 
 /// A git-like workspace with tandem's config inside it, so every protected path is in a root.

@@ -240,6 +240,10 @@ impl Conversation {
         let mut state = lock(&self.state);
         state.history.truncate(span.first_index);
         state.displays_stored = state.displays_stored.min(span.first_index);
+        // The first prompt named the session; a refused one must not (the next prompt will).
+        if !state.history.iter().any(|m| m.role == Role::User) {
+            self.persist_session_fields(None, None, Some("(a prompt a hook refused)"));
+        }
         Ok(())
     }
 

@@ -148,7 +148,7 @@ impl Turn {
                 history
                     .iter()
                     .rev()
-                    .take(calls.len() * 2 + 4)
+                    .take_while(|m| m.meta.turn_id.as_deref() == Some(self.turn_id.as_str()))
                     .filter_map(|m| {
                         let result = m.tool_result.as_ref()?;
                         Some((result.tool_call_id.clone(), (result.status, m.text())))

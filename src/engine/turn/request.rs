@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// The largest `AGENTS.md` or `CLAUDE.md` that joins the system prompt, in bytes.
+const MAX_INSTRUCTIONS_BYTES: u64 = 256 * 1024;
+
 impl Turn {
     pub(super) async fn system_prompt(&self) -> String {
         // AGENTS.md and CLAUDE.md at the workspace root are project instructions the user wrote
@@ -13,8 +16,12 @@ impl Turn {
             let mut found = Vec::new();
             for name in ["AGENTS.md", "CLAUDE.md"] {
                 if let Ok(path) = workspace.resolve(name) {
-                    if let Ok(Some(text)) = workspace.read_text_if_exists(&path) {
-                        found.push((name, text));
+                    // Capped: a command may have made the file huge, and it rides on every
+                    // request.
+                    match workspace.read_text_if_exists_capped(&path, MAX_INSTRUCTIONS_BYTES) {
+                        Ok(Some(text)) => found.push((name, text)),
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!("project instructions not used: {e}"),
                     }
                 }
             }

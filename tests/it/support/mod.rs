@@ -41,3 +41,16 @@ pub fn workspace() -> tempfile::TempDir {
 pub fn canonical(p: &std::path::Path) -> std::path::PathBuf {
     std::fs::canonicalize(p).expect("canonicalize")
 }
+
+/// The text of tool call `id`'s result in a recorded chat-completions request (panics, naming
+/// the request, when it has none).
+pub fn tool_result(request: &serde_json::Value, id: &str) -> String {
+    request["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_else(|| panic!("no result for {id} in {request}"))
+        .to_owned()
+}
