@@ -4,7 +4,7 @@
 // so hiding or reloading the view loses nothing.
 import { applyMcpStatus, type McpServerInfo, type McpToolRef } from './mcp';
 import { normalizePlan } from './plan';
-import type { ApprovalOption, Decision, FileDiff, Mode, ModelInfo, PlanEntry, RestoreScope, SessionEvent, ToolKind, ToolStatus, TurnEndReason } from './protocol';
+import type { ApprovalOption, Decision, FileDiff, Mode, ModelInfo, PlanEntry, PromptCommand, RestoreScope, SessionEvent, ToolKind, ToolStatus, TurnEndReason } from './protocol';
 
 export interface ApprovalView {
   requestId: string;
@@ -51,6 +51,13 @@ export type ChatItem = (
     }
   | { type: 'question'; id: string; requestId: string; question: string; choices?: string[]; plan?: string; answer?: string; withdrawn?: boolean }
   | { type: 'notice'; id: string; kind: string; text: string }
+  /**
+   * A slash command that ran without a turn (`/status`, `/diff`, `/undo`, `/fork`, `/model`, `/mode`): the text as
+   * typed, and the server's Markdown `output`, or its `error` when it refused. `sessionId`: the session `/fork` made.
+   */
+  | { type: 'command'; id: string; text: string; name: string; output?: string; sessionId?: string; error?: string }
+  /** A hook ran (`hookRan`): the compact line in its turn. */
+  | { type: 'hook'; id: string; event: string; command: string; exitCode: number | null; durationMs: number; blocked?: boolean }
 ) & { turnId?: string };
 
 /** A ChatItem before it gets its id (distributive, so each variant keeps its own fields). */
@@ -167,6 +174,32 @@ export class ChatState {
     return { items: [i], meta: false };
   }
 
+  /**
+   * The server ran the prompt `itemId` as a command that needs no turn (the `prompt` answer had `command` and no
+   * `turnId`): the prompt line becomes the command's block, with its output under the text as typed.
+   */
+  commandResult(itemId: string, command: PromptCommand): Change {
+    return this.toCommand(itemId, {
+      name: command.name,
+      ...(command.output !== undefined ? { output: command.output } : {}),
+      ...(command.sessionId ? { sessionId: command.sessionId } : {}),
+    });
+  }
+
+  /** The server refused the command the prompt `itemId` ran (its error answer): shown in the command's block. */
+  commandFailed(itemId: string, name: string, error: string): Change {
+    return this.toCommand(itemId, { name, error });
+  }
+
+  private toCommand(itemId: string, fields: { name: string; output?: string; sessionId?: string; error?: string }): Change {
+    const i = this.items.findIndex((x) => x.id === itemId);
+    const item = this.items[i];
+    if (!item || (item.type !== 'user' && item.type !== 'command')) return { items: [], meta: false };
+    const text = item.type === 'user' ? (item.draft ?? item.text) : item.text;
+    this.items[i] = { type: 'command', id: item.id, text, ...fields };
+    return { items: [i], meta: false };
+  }
+
   /** The index of the first item of a turn (where the chat shows its actions), or -1. */
   turnStart(turnId: string): number {
     return this.items.findIndex((x) => x.turnId === turnId);
@@ -206,7 +239,10 @@ export class ChatState {
     const text = rewoundText(item ? (item.draft ?? item.text) : prompt, restore, files);
     if (restore === 'files') return { items: [this.push({ type: 'notice', kind: 'rewound', text }, null)], meta: false };
     if (start < 0) return { items: [], meta: false };
+    // Commands typed after the turn stay (the `/undo` that did this rewind among them): they were no turn's.
+    const commands = this.items.slice(start).filter((x) => x.type === 'command' && !x.turnId);
     this.items.length = start;
+    this.items.push(...commands);
     for (const map of [this.toolIndex, this.requestIndex]) {
       for (const [k, i] of map) if (i >= start) map.delete(k);
     }
@@ -489,6 +525,13 @@ export class ChatState {
         // The whole plan each time: what the chat shows is replaced, and an empty list clears it.
         this.meta.plan = normalizePlan(e.entries);
         ch.meta = true;
+        break;
+      case 'hookRan':
+        // A line in the turn where the hook ran: text streamed before it stays above it.
+        this.closeAssistant(ch);
+        ch.items.push(
+          this.push({ type: 'hook', event: e.event, command: e.command, exitCode: e.exitCode ?? null, durationMs: e.durationMs, ...(e.blocked ? { blocked: true } : {}) }),
+        );
         break;
       case 'mcpStatus':
         // Not part of a turn: only the server list in meta changes.

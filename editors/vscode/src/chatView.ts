@@ -15,6 +15,10 @@ export type WebviewMessage =
   | { type: 'turnAction'; action: import('./checkpoints').TurnAction; turnId: string }
   | { type: 'cancelEdit' }
   | { type: 'pickMention' }
+  /** A fresh `/` at the start of the prompt box: the slash commands for its completion (answered with `commands`). */
+  | { type: 'listCommands' }
+  /** A command block's button (the session `/fork` made): switch the chat to that session. */
+  | { type: 'openSession'; sessionId: string }
   | { type: 'steer'; text: string }
   | { type: 'stop' }
   | { type: 'approve'; requestId: string; decision: import('./protocol').Decision; message?: string }
@@ -113,8 +117,9 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
   <div id="attachments" class="attachments" data-testid="attachments"></div>
   <details id="plan" class="plan-panel" data-testid="plan" open hidden><summary><span class="plan-title">Plan</span> <span id="plan-count" class="plan-count" data-testid="plan-count"></span> <span id="plan-current" class="plan-current"></span></summary><ol id="plan-list" class="plan-list"></ol></details>
   <div id="editing" class="editing" data-testid="editing" hidden><span>Editing a sent prompt: sending undoes that turn and every later one (files and conversation), then sends this text.</span> <button id="cancel-edit" class="secondary" data-testid="cancel-edit" type="button">Cancel</button></div>
+  <div id="slash-menu" class="slash-menu" role="listbox" aria-label="Slash commands" data-testid="slash-menu" hidden></div>
   <div class="composer">
-    <textarea id="prompt" rows="3" data-testid="prompt" aria-label="Prompt"></textarea>
+    <textarea id="prompt" rows="3" data-testid="prompt" aria-label="Prompt" role="combobox" aria-autocomplete="list" aria-expanded="false" aria-controls="slash-menu" aria-haspopup="listbox"></textarea>
     <div class="composer-buttons">
       <button id="send" data-testid="send" type="button">Send</button>
       <button id="stop" data-testid="stop" class="danger" type="button" disabled>Stop</button>

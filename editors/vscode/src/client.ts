@@ -7,7 +7,9 @@ import { createMessageConnection, StreamMessageReader, StreamMessageWriter, type
 import {
   PROTOCOL_VERSION,
   type CheckpointsResult,
+  type CommandsListResult,
   type Decision,
+  type HooksListResult,
   type InitializeResult,
   type LoadSessionResult,
   type McpStatusResult,
@@ -15,6 +17,7 @@ import {
   type Mode,
   type NewSessionResult,
   type PromptPart,
+  type PromptResult,
   type RestoreScope,
   type RewindResult,
   type SessionEvent,
@@ -225,8 +228,21 @@ export class TandemClient {
   loadSession(sessionId: string, cursor?: string): Promise<LoadSessionResult> {
     return this.request('session/load', cursor === undefined ? { sessionId } : { sessionId, cursor });
   }
-  prompt(sessionId: string, content: string | PromptPart[]): Promise<{ turnId: string }> {
+  /** A text starting with `/name` runs that command: see PromptResult for the answers with and without a turn. */
+  prompt(sessionId: string, content: string | PromptPart[]): Promise<PromptResult> {
     return this.request('prompt', { sessionId, content });
+  }
+  /** The slash commands of the session (built-in, project, user), sorted by name; read again at every call. */
+  commandsList(sessionId: string): Promise<CommandsListResult> {
+    return this.request('commands/list', { sessionId });
+  }
+  /** The hooks of the session, the workspace's hook files and whether their current content is trusted. */
+  hooksList(sessionId: string): Promise<HooksListResult> {
+    return this.request('hooks/list', { sessionId });
+  }
+  /** Trusts the workspace's hooks as this session read them (remembered for the folder until the files change). */
+  hooksTrust(sessionId: string): Promise<object> {
+    return this.request('hooks/trust', { sessionId });
   }
   stop(sessionId: string): Promise<{ stopped: boolean }> {
     return this.request('stop', { sessionId });

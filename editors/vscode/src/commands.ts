@@ -56,6 +56,8 @@ export function registerCommands(context: vscode.ExtensionContext, c: Controller
   register('tandem.restartServer', () => c.restart());
   register('tandem.showLog', () => c.showLog());
   register('tandem.mcpServers', () => c.pickMcpServer());
+  register('tandem.trustHooks', () => c.trustHooks());
+  register('tandem.showHooks', () => c.showHooks());
   // A turn's actions: on the turn given (the chat's buttons pass its id), else on the last turn of the session.
   const turnArg = (arg: unknown) => (typeof arg === 'string' && arg ? arg : undefined);
   register('tandem.showTurnChanges', (arg?: unknown) => c.showTurnChanges(turnArg(arg)));

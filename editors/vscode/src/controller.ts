@@ -14,7 +14,9 @@ import { DiffReview, requestIdOf } from './diffReview';
 import { askQuestion, PlanDocuments, reviewPlan, type QuestionHandle } from './questions';
 import { Supervisor } from './supervisor';
 import { ViewBridge } from './viewBridge';
-import { errorKind, DECISION_LABELS, MODES, MODE_DESCRIPTIONS, type Decision, type InitializeResult, type Mode, type PromptPart, type RestoreScope, type RewindResult, type SessionEvent } from './protocol';
+import { errorKind, DECISION_LABELS, MODES, MODE_DESCRIPTIONS, type Decision, type HooksListResult, type InitializeResult, type Mode, type PromptPart, type PromptResult, type RestoreScope, type RewindResult, type SessionEvent, type SlashCommand } from './protocol';
+import { BUILTIN_COMMANDS, commandOf } from './slash';
+import { hookPickItems, hookSummary, needsTrust, trustKey, trustText } from './hooks';
 import { checkpointPickItems, conflictText, RESTORE_PICKS, turnLabel, type TurnAction } from './checkpoints';
 import { TurnChanges } from './turnChanges';
 import { editedContent, fileContext, formatExit, hasDecision, isTooLargeToEdit, mentions, modelAbilities, promptWithSelection, sessionPickItems, type SelectionContext } from './promptContext';
@@ -62,6 +64,10 @@ export class Controller implements vscode.Disposable {
   revealChat: (focusInput?: boolean) => void = () => {};
   /** Numbers the edits of Edit & resend (ChatMeta.editing.id). */
   private editSeq = 0;
+  /** The slash commands of a session as last listed (commands/list), shown at once when the completion opens. */
+  private commandCache?: { sessionId: string; commands: SlashCommand[] };
+  /** Project hooks the user was asked to trust in this window (folder, files and hooks): not asked again. */
+  private readonly hooksAsked = new Set<string>();
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -292,6 +298,8 @@ export class Controller implements vscode.Disposable {
       // Sessions start with the network closed; one opened in the draft is opened before the first turn.
       if (network) this.publish(this.state.setMeta({ networkAccess: (await client.setNetworkAccess(s.sessionId, true)).allow }));
       void this.loadMcpStatus(client, s.sessionId);
+      // Asked before the first prompt goes, so that hooks the user trusts already run in its turn.
+      await this.checkHooks(client, s.sessionId);
       return s.sessionId;
     })().finally(() => (this.creating = undefined));
     return this.creating;
@@ -311,6 +319,14 @@ export class Controller implements vscode.Disposable {
     this.bridge.resync();
     this.refreshUi({ items: [], meta: true });
     void this.loadMcpStatus(client, s.sessionId);
+    void this.checkHooks(client, s.sessionId);
+  }
+
+  /** A command block's button (the session `/fork` made): the chat switches to that session. */
+  async openSession(sessionId: string): Promise<void> {
+    await this.server();
+    await this.loadSession(sessionId);
+    this.publish(this.state.addNotice('info', 'Opened the forked session; the session it came from is unchanged (tandem: Sessions lists both).'));
   }
 
   /** The folder as the store keeps it: session/list compares canonical paths as strings (protocol.md). */
@@ -454,6 +470,155 @@ export class Controller implements vscode.Disposable {
     }
   }
 
+  // ---- hooks ------------------------------------------------------------------------------------------------
+
+  /**
+   * After session/new or session/load: the session's hooks (hooks/list). When the workspace has hook files the
+   * user has not trusted (their commands would run outside the sandbox), a modal lists them with Trust / Not now,
+   * once per folder and content in this window. A server without the method (older tandem) has no hooks.
+   */
+  private async checkHooks(client: TandemClient, sessionId: string): Promise<void> {
+    let r: HooksListResult;
+    try {
+      r = await client.hooksList(sessionId);
+    } catch (err) {
+      this.output.appendLine(`[tandem-vscode] hooks/list failed: ${msg(err)}`);
+      return;
+    }
+    if (this.state.meta.sessionId !== sessionId || !needsTrust(r)) return;
+    const key = trustKey(this.cwd, r);
+    if (this.hooksAsked.has(key)) return;
+    this.hooksAsked.add(key);
+    try {
+      await this.askTrustHooks(client, sessionId, r);
+    } catch (err) {
+      this.showError(`Could not trust the project hooks: ${msg(err)}`);
+    }
+  }
+
+  /** The trust prompt (modal): the project hook files and commands, Trust / Not now. Trust sends hooks/trust. */
+  private async askTrustHooks(client: TandemClient, sessionId: string, r: HooksListResult): Promise<boolean> {
+    const { message, detail } = trustText(r);
+    const trust: vscode.MessageItem = { title: 'Trust' };
+    const later: vscode.MessageItem = { title: 'Not now', isCloseAffordance: true };
+    const a = await vscode.window.showWarningMessage(message, { modal: true, detail }, trust, later);
+    if (a !== trust) {
+      this.publish(this.state.addNotice('warning', `The project hooks (${r.projectFiles.join(', ')}) were not trusted, so they do not run. To trust them later: tandem: Trust Project Hooks.`));
+      return false;
+    }
+    await client.hooksTrust(sessionId);
+    this.output.appendLine(`[tandem-vscode] trusted the project hooks of ${this.cwd}: ${r.projectFiles.join(', ')}`);
+    this.publish(this.state.addNotice('info', `Trusted the project hooks (${r.projectFiles.join(', ')}): they run from now on, in later sessions of this folder too, until the files change.`));
+    return true;
+  }
+
+  /** The session's hooks, or a message saying why there are none to show (no session yet, an older server). */
+  private async sessionHooks(): Promise<{ client: TandemClient; sessionId: string; hooks: HooksListResult } | undefined> {
+    const sessionId = this.state.meta.sessionId;
+    if (!sessionId || !this.client?.running) {
+      void vscode.window.showInformationMessage('tandem: hooks are read when a session starts, and the first prompt starts one. Send a prompt, then look again.');
+      return undefined;
+    }
+    const client = this.client;
+    try {
+      return { client, sessionId, hooks: await client.hooksList(sessionId) };
+    } catch (err) {
+      if (errorKind(err) === 'methodNotFound' || (err as { code?: unknown })?.code === -32601) throw new Error('This tandem server has no hooks: update tandem.');
+      throw err;
+    }
+  }
+
+  /** "Trust Project Hooks": the same prompt as at session start, asked again (also after "Not now"). */
+  async trustHooks(): Promise<void> {
+    const s = await this.sessionHooks();
+    if (!s) return;
+    if (!s.hooks.projectFiles?.length) {
+      void vscode.window.showInformationMessage('tandem: this workspace has no project hooks (.tandem/hooks.json, or hooks in .claude/settings.json or .claude/settings.local.json): nothing to trust.');
+      return;
+    }
+    if (s.hooks.trusted) {
+      void vscode.window.showInformationMessage(`tandem: the project hooks (${s.hooks.projectFiles.join(', ')}) are trusted already.`);
+      return;
+    }
+    this.hooksAsked.add(trustKey(this.cwd, s.hooks));
+    await this.askTrustHooks(s.client, s.sessionId, s.hooks);
+  }
+
+  /** "Show Hooks": every hook of the session (event, matcher, command, where from, whether it runs). */
+  async showHooks(): Promise<void> {
+    const s = await this.sessionHooks();
+    if (!s) return;
+    const r = s.hooks;
+    if (!r.hooks.length) {
+      void vscode.window.showInformationMessage('tandem: this session has no hooks. Define them in .tandem/hooks.json of the workspace, or in your tandem config.');
+      return;
+    }
+    const untrusted = needsTrust(r);
+    const trustRow = { label: '$(shield) Trust the project hooks…', description: 'they run outside the sandbox', detail: '', hook: undefined };
+    const rows = [...(untrusted ? [trustRow] : []), ...hookPickItems(r)];
+    const pick = await vscode.window.showQuickPick(rows, {
+      title: `tandem: hooks of this session${untrusted ? ' (the project hooks wait for trust and do not run)' : ''}`,
+      matchOnDescription: true,
+      matchOnDetail: true,
+    });
+    if (!pick) return;
+    if (!pick.hook) {
+      this.hooksAsked.add(trustKey(this.cwd, r));
+      await this.askTrustHooks(s.client, s.sessionId, r);
+      return;
+    }
+    void vscode.window.showInformationMessage(`tandem hook ${hookSummary(pick.hook)} — ${pick.description}`);
+  }
+
+  // ---- slash commands ---------------------------------------------------------------------------------------
+
+  /**
+   * The slash commands for the prompt box's completion, posted to the chat (`commands`): the session's list as
+   * last fetched at once, then fresh from commands/list (read again at each fresh `/`, so a new command file
+   * shows up). A draft has no session to ask: it gets the built-ins, with a note.
+   */
+  async listCommands(): Promise<void> {
+    const sessionId = this.state.meta.sessionId;
+    if (!sessionId) {
+      this.bridge.send({ type: 'commands', commands: [...BUILTIN_COMMANDS], note: "The project's and your own commands are listed once the first prompt has started the session." });
+      return;
+    }
+    const cached = this.commandCache?.sessionId === sessionId ? this.commandCache.commands : undefined;
+    if (cached) this.bridge.send({ type: 'commands', commands: cached });
+    try {
+      const commands = await this.fetchCommands(this.requireClient(), sessionId);
+      if (this.state.meta.sessionId === sessionId) this.bridge.send({ type: 'commands', commands });
+    } catch (err) {
+      const noMethod = errorKind(err) === 'methodNotFound' || (err as { code?: unknown })?.code === -32601;
+      this.bridge.send({ type: 'commands', commands: cached ?? [], error: noMethod ? 'This tandem server has no slash commands: update tandem.' : msg(err) });
+    }
+  }
+
+  private async fetchCommands(client: TandemClient, sessionId: string): Promise<SlashCommand[]> {
+    const { commands } = await client.commandsList(sessionId);
+    this.commandCache = { sessionId, commands: commands ?? [] };
+    return this.commandCache.commands;
+  }
+
+  /**
+   * The command a prompt runs, if its text starts with `/name` of a command of the session (the list as last
+   * fetched, fetched now if that is not this session's). Undefined for any other text, also when the list cannot
+   * be had: the text is then sent as a prompt, which the server runs as a command all the same.
+   */
+  private async slashCommand(client: TandemClient, sessionId: string, text: string): Promise<string | undefined> {
+    if (!/^\/[^\s/]/.test(text)) return undefined;
+    const commands = this.commandCache?.sessionId === sessionId ? this.commandCache.commands : await this.fetchCommands(client, sessionId).catch(() => []);
+    return commandOf(text, commands);
+  }
+
+  /** What a command changed that no event reports: `/mode NAME` switched the session's mode. */
+  private afterCommand(name: string, text: string): void {
+    const arg = text.trim().split(/\s+/)[1];
+    if (name === 'mode' && arg && (MODES as readonly string[]).includes(arg)) {
+      this.publish(this.state.setMeta({ mode: arg as Mode }));
+    }
+  }
+
   // ---- MCP servers --------------------------------------------------------------------------------------
 
   /**
@@ -594,7 +759,9 @@ export class Controller implements vscode.Disposable {
   }
 
   async prompt(text: string, selection?: SelectionContext, images: { mimeType: string; data: string }[] = []): Promise<void> {
-    if (this.state.meta.sessionId && this.state.meta.turn !== 'idle') {
+    const running = this.state.meta.sessionId && this.state.meta.turn !== 'idle';
+    // A slash command goes as a prompt while a turn runs too (the server says what it cannot run then); other text steers.
+    if (running && !(this.client?.running && (await this.slashCommand(this.client, this.state.meta.sessionId!, text)))) {
       try {
         return await this.steer(text);
       } catch (err) {
@@ -603,19 +770,34 @@ export class Controller implements vscode.Disposable {
         if (!(err instanceof NoTurnToSteer)) throw err;
       }
     }
-    const built = await this.buildPrompt(text, selection, images);
+    const slash = /^\/[^\s/]/.test(text);
+    // A mention too large is refused before anything is sent; a text starting with `/` waits for the command list.
+    let built = slash ? undefined : await this.buildPrompt(text, selection, images);
     const client = await this.server();
     const sessionId = await this.session(client);
+    const command = slash ? await this.slashCommand(client, sessionId, text) : undefined;
+    // A command gets its text as typed: the command file says what to read, so mentions, the selection and images
+    // are not attached to it.
+    built ??= command ? { content: text, shown: text } : await this.buildPrompt(text, selection, images);
+    if (command && (images.length || selection)) {
+      this.publish(this.state.addNotice('warning', `/${command} is a command: it was sent as typed, without the ${images.length ? 'images' : 'selection'} attached to it.`));
+    }
     const content = built.content;
     const model = this.init?.models.find((m) => m.id === this.state.meta.model);
-    if (images.length && model && !model.vision) {
+    if (!command && images.length && model && !model.vision) {
       this.publish(this.state.addNotice('warning', `${model.id} does not see images: the server sends it a placeholder instead and keeps the images for a model that does (Switch Model).`));
     }
     const added = this.state.addUser(built.shown, false, text);
     this.publish(added);
-    // The response names the turn: the chat offers the turn's actions on this prompt from then on.
+    // The response names the turn: the chat offers the turn's actions on this prompt from then on. A command that
+    // needs no turn answers with its output instead, which takes the prompt's place in the chat.
     const itemId = this.state.items[added.items[0]].id;
-    const admitted = (r: { turnId: string }) => this.publish(this.state.setTurnOf(itemId, r.turnId));
+    const admitted = (r: PromptResult) => {
+      if (r.turnId) this.publish(this.state.setTurnOf(itemId, r.turnId));
+      else if (r.command) this.publish(this.state.commandResult(itemId, r.command));
+      if (r.command) this.afterCommand(r.command.name, text);
+    };
+    if (command) return this.runCommand(client, sessionId, content, itemId, command, admitted);
     // A prompt can meet a turn the chat has not seen yet: a running one takes the text as a steer;
     // one that is already ending (it refuses both a prompt and a steer until its turnEnded) is
     // waited for, and the text then starts the next turn. Either way the text is not lost.
@@ -634,6 +816,27 @@ export class Controller implements vscode.Disposable {
     }
     await ended;
     admitted(await client.prompt(sessionId, content));
+  }
+
+  /**
+   * Sends a slash command. Its refusal is shown in its block in the chat (an unknown model, an invalid mode, …);
+   * a running turn's (`turnInProgress`) comes with the offer to stop the turn and run the command then.
+   */
+  private async runCommand(client: TandemClient, sessionId: string, content: string | PromptPart[], itemId: string, name: string, admitted: (r: PromptResult) => void): Promise<void> {
+    try {
+      admitted(await client.prompt(sessionId, content));
+      return;
+    } catch (err) {
+      try {
+        if (errorKind(err) === 'turnInProgress' && (await this.offerStop(err, `run /${name}`))) {
+          admitted(await client.prompt(sessionId, content));
+          return;
+        }
+        this.publish(this.state.commandFailed(itemId, name, msg(err)));
+      } catch (again) {
+        this.publish(this.state.commandFailed(itemId, name, msg(again)));
+      }
+    }
   }
 
   async steer(text: string): Promise<void> {

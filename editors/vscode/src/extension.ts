@@ -61,6 +61,10 @@ async function onWebviewMessage(c: Controller, m: WebviewMessage): Promise<void>
         c.bridge.send({ type: 'mention', mention: mention ?? null });
         return;
       }
+      case 'listCommands':
+        return await c.listCommands();
+      case 'openSession':
+        return await c.openSession(m.sessionId);
       case 'steer':
         return await c.steer(m.text);
       case 'stop':

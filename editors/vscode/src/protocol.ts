@@ -150,7 +150,67 @@ export type SessionEvent = EventBase &
     | { type: 'rewound'; restore: RestoreScope; files: string[] }
     /** The model's plan changed: the whole list, in order; empty means no plan (protocol.md, "Event `plan`"). */
     | { type: 'plan'; entries: PlanEntry[] }
+    /**
+     * A hook ran (`hooks/list` lists them). `exitCode` is null when it could not run, timed out or was killed;
+     * `blocked`: it stopped what it guards (exit 2). A failed hook also sends a `notice{kind:"warning"}`.
+     */
+    | { type: 'hookRan'; event: string; command: string; exitCode: number | null; durationMs: number; blocked?: boolean }
   );
+
+// ---- slash commands and hooks (issue 27) ----------------------------------------------------------------------
+
+/** Where a slash command comes from: tandem itself, a file of the workspace, or one of the user's config folder. */
+export type CommandSource = 'builtin' | 'project' | 'user';
+
+/** One entry of `commands/list` (sorted by name; `name` has no leading slash). */
+export interface SlashCommand {
+  name: string;
+  description?: string;
+  /** What the command takes after its name, e.g. `NAME` or `FILE`. */
+  argumentHint?: string;
+  source: CommandSource;
+}
+
+export interface CommandsListResult {
+  commands: SlashCommand[];
+}
+
+/** The command a `prompt` ran (its text started with `/name`). */
+export interface PromptCommand {
+  name: string;
+  /** Markdown to show in the chat: set by the built-ins that need no model (they answer without a turn). */
+  output?: string;
+  /** `/fork`: the new session. */
+  sessionId?: string;
+}
+
+/**
+ * The answer of `prompt`: `turnId` when a turn runs (a plain prompt, a custom command, `/init`, `/compact`),
+ * `command` when the text ran a command; a built-in that needs no model answers with `command` and no turn.
+ */
+export interface PromptResult {
+  turnId?: string;
+  command?: PromptCommand;
+}
+
+/** One hook of `hooks/list`. `matcher` is absent when the entry matches everything. */
+export interface HookInfo {
+  event: string;
+  matcher?: string;
+  command: string;
+  /** Seconds. */
+  timeout?: number;
+  /** `project`: from a workspace file (`projectFiles`), which runs only once trusted; else the user's config. */
+  source: string;
+}
+
+export interface HooksListResult {
+  hooks: HookInfo[];
+  /** The workspace's hook files, relative to it. */
+  projectFiles: string[];
+  /** False while the workspace has project hook files whose current content the user has not trusted. */
+  trusted: boolean;
+}
 
 // ---- checkpoints, turn diff, rewind, fork (protocol.md "Checkpoints" and the methods after it) ----------------
 

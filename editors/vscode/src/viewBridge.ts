@@ -6,6 +6,7 @@
 // last post (`append`) instead of the whole message: re-sending and re-parsing a 2,000-line answer on every
 // chunk made streaming cost quadratic CPU in the extension host and the webview (issue 23 item 9).
 import type { Change, ChatItem, ChatMeta, ChatState, Snapshot } from './chatState';
+import type { SlashCommand } from './protocol';
 
 /**
  * What the extension posts to the chat webview (the other direction is chatView.ts's WebviewMessage). The plan's
@@ -17,7 +18,12 @@ export type HostMessage =
   | { type: 'append'; index: number; text: string; reasoning: string }
   | { type: 'meta'; meta: ChatMeta }
   | { type: 'focus' }
-  | { type: 'mention'; mention: string | null };
+  | { type: 'mention'; mention: string | null }
+  /**
+   * The slash commands for the prompt box's completion (answering `listCommands`): `error` when they could not be
+   * listed, `note` to show under the list.
+   */
+  | { type: 'commands'; commands: SlashCommand[]; error?: string; note?: string };
 
 export type Post = (message: HostMessage) => unknown;
 

@@ -87,6 +87,10 @@ class ScriptedClient {
         return { sessions: [] };
       case 'mcp/status':
         return { servers: [] };
+      case 'hooks/list':
+        return { hooks: [], projectFiles: [], trusted: true };
+      case 'commands/list':
+        return { commands: [] };
       case 'session/load':
         return { sessionId: params.sessionId, cwd: '/', model: 'mock', mode: 'ask', state: 'idle', messages: [], pending: [] };
       case 'stop':

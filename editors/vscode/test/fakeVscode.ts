@@ -212,13 +212,17 @@ export const workspace = {
   },
 };
 
-// Like VS Code, an options object ({modal, detail}) may come before the action labels.
+// Like VS Code, an options object ({modal, detail}) may come before the actions, which are labels or MessageItems
+// ({title}); `actions` records their labels, and an answer naming a MessageItem's title resolves that item.
 const message = (level: 'info' | 'warning' | 'error') => async (text: string, ...rest: unknown[]) => {
-  const options = rest.length && typeof rest[0] === 'object' && rest[0] !== null ? (rest.shift() as { modal?: boolean; detail?: string }) : {};
-  const actions = rest as string[];
+  const isItem = (x: unknown) => typeof x === 'object' && x !== null && 'title' in x;
+  const options = rest.length && typeof rest[0] === 'object' && rest[0] !== null && !isItem(rest[0]) ? (rest.shift() as { modal?: boolean; detail?: string }) : {};
+  const actions = rest.map((a) => (isItem(a) ? (a as { title: string }).title : (a as string)));
   const m = { level, text, actions, ...(options.modal ? { modal: true } : {}), ...(options.detail !== undefined ? { detail: options.detail } : {}) };
   fake.messages.push(m);
-  return fake.onMessage?.(m);
+  const answer = await fake.onMessage?.(m);
+  const item = rest.find((a) => isItem(a) && (a as { title: string }).title === answer);
+  return item ?? answer;
 };
 
 export const window = {

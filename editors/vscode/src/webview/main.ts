@@ -1,7 +1,7 @@
 // The chat webview's script (bundled to dist/webview.js): renders the extension's ChatState snapshot and
 // updates, and turns clicks and keys into messages for the extension. It keeps no conversation state of
 // its own beyond the draft, so a reloaded view is rebuilt from the extension after the `ready` handshake.
-import MarkdownIt from 'markdown-it';
+import { md } from '../markdown';
 import { isTurnStart, type ChatItem, type ChatMeta } from '../chatState';
 import type { WebviewMessage } from '../chatView';
 import type { HostMessage } from '../viewBridge';
@@ -10,13 +10,11 @@ import type { TurnAction } from '../checkpoints';
 import type { Decision } from '../protocol';
 import { contextGauge, diffStat, isTooLargeToEdit } from '../promptContext';
 import { mcpApprovalText, mcpSummary } from '../mcp';
+import { SlashCompletion, SOURCE_LABELS } from '../slash';
+import { hookLine } from '../hooks';
 
 declare function acquireVsCodeApi(): { postMessage(m: WebviewMessage): void; getState(): unknown; setState(s: unknown): void };
 const vscode = acquireVsCodeApi();
-// html:false: model output is untrusted; raw HTML in it must show as text, never run.
-const md = new MarkdownIt({ html: false, linkify: true, breaks: false });
-// Only links with a scheme: fuzzy linking turns file names like README.md (.md is a TLD) into web links.
-md.linkify.set({ fuzzyLink: false, fuzzyEmail: false });
 
 let items: ChatItem[] = [];
 let meta: ChatMeta | undefined;
@@ -119,7 +117,46 @@ function renderContent(item: ChatItem): HTMLElement {
       return renderQuestion(item);
     case 'tool':
       return renderTool(item);
+    case 'command':
+      return renderCommand(item);
+    case 'hook':
+      return renderHook(item);
   }
+}
+
+/**
+ * A slash command that ran without a turn: the text as typed on a prompt line, then the server's Markdown output
+ * (or its refusal); `/fork`'s block offers to open the new session.
+ */
+function renderCommand(c: Extract<ChatItem, { type: 'command' }>): HTMLElement {
+  const box = el('div', { class: `msg command${c.error ? ' command-failed' : ''}`, 'data-testid': 'command-result', 'data-command': c.name });
+  box.append(el('div', { class: 'command-prompt', 'data-testid': 'command-prompt' }, el('span', { class: 'badge command-badge' }, 'command'), el('code', {}, c.text)));
+  if (c.output !== undefined && c.output !== '') {
+    const body = el('div', { class: 'markdown command-output', 'data-testid': 'command-output' });
+    body.innerHTML = md.render(c.output);
+    box.append(body);
+  }
+  if (c.error !== undefined) box.append(el('div', { class: 'command-error', 'data-testid': 'command-error' }, c.error));
+  if (c.sessionId) {
+    const sessionId = c.sessionId;
+    box.append(el('div', { class: 'actions' }, button('Open the new session', 'open-command-session', () => vscode.postMessage({ type: 'openSession', sessionId }))));
+  }
+  return box;
+}
+
+/** A hook run, as one compact line of its turn: `hook PreToolUse `cmd` — exit 0, 3 ms` (styled by its outcome). */
+function renderHook(h: Extract<ChatItem, { type: 'hook' }>): HTMLElement {
+  const v = hookLine(h);
+  return el(
+    'div',
+    { class: `hook hook-${v.outcome}`, 'data-testid': 'hook-line', 'data-outcome': v.outcome },
+    el('span', { class: 'hook-label' }, 'hook'),
+    ' ',
+    el('span', { class: 'hook-event' }, v.event),
+    ' ',
+    el('code', { class: 'hook-command' }, v.command),
+    el('span', { class: 'hook-result' }, ` — ${v.result}`),
+  );
 }
 
 /**
@@ -358,6 +395,11 @@ const SERVER_LABEL: Record<Exclude<ChatMeta['server'], 'ready'>, string> = {
 
 function renderMeta(): void {
   if (!meta) return;
+  // Another session has other commands: the list is fetched again at the next `/`.
+  if (meta.sessionId !== slashSession) {
+    slashSession = meta.sessionId;
+    slash.reset();
+  }
   const running = meta.turn !== 'idle';
   $('#model').textContent = meta.model ?? '—';
   $('#mode').textContent = meta.mode ?? '—';
@@ -509,6 +551,9 @@ window.addEventListener('message', (ev: MessageEvent) => {
   } else if (m.type === 'meta') {
     meta = m.meta;
     renderMeta();
+  } else if (m.type === 'commands') {
+    slash.setCommands(m.commands, m.error, m.note);
+    renderSlash();
   } else if (m.type === 'focus') {
     input.focus();
   } else if (m.type === 'mention') {
@@ -556,17 +601,97 @@ function submit(): void {
   if (!text) return;
   // An edit is sent as one even while a turn runs: the extension then offers to stop the turn first.
   const editTurnId = meta?.editing?.turnId;
-  const steering = !!meta && meta.turn !== 'idle' && !editTurnId;
+  // A text starting with `/word` goes as a prompt while a turn runs too: the extension runs it if it names a command
+  // (the server refuses what it cannot run during a turn) and steers with it otherwise.
+  const steering = !!meta && meta.turn !== 'idle' && !editTurnId && !/^\/[^\s/]/.test(text);
   vscode.postMessage(
     steering ? { type: 'steer', text } : { type: 'prompt', text, images: images.map(({ mimeType, data }) => ({ mimeType, data })), ...(editTurnId ? { editTurnId } : {}) },
   );
   input.value = '';
+  prevText = '';
+  slash.close();
+  renderSlash();
   if (!steering) {
     images = [];
     renderAttachments();
   }
   vscode.setState({ draft: '', editId });
 }
+
+// ---- slash-command completion (src/slash.ts keeps its state; this renders it and feeds it the box) ------------
+const slash = new SlashCompletion();
+const slashMenu = $('#slash-menu');
+/** The session the completion's list belongs to (another session's commands differ). */
+let slashSession: string | undefined;
+/** The box's text before the last input event: a `/` that starts the text only now is a fresh one. */
+let prevText = input.value;
+
+/** The list above the box (a listbox the box controls: arrow keys move, Tab/Enter complete, Escape closes). */
+function renderSlash(): void {
+  slashMenu.hidden = !slash.open;
+  input.setAttribute('aria-expanded', String(slash.open));
+  if (!slash.open) {
+    input.removeAttribute('aria-activedescendant');
+    slashMenu.replaceChildren();
+    return;
+  }
+  const rows = slash.items.map((c, i) => {
+    const active = i === slash.active;
+    const row = el(
+      'div',
+      { id: `slash-opt-${i}`, role: 'option', class: `slash-item${active ? ' active' : ''}`, 'aria-selected': String(active), 'data-testid': 'slash-item', 'data-name': c.name },
+      el('span', { class: 'slash-name' }, `/${c.name}`),
+      ...(c.argumentHint ? [el('span', { class: 'slash-hint' }, c.argumentHint)] : []),
+      el('span', { class: `slash-source source-${c.source}`, 'data-testid': 'slash-source' }, SOURCE_LABELS[c.source] ?? c.source),
+      ...(c.description ? [el('div', { class: 'slash-desc' }, c.description)] : []),
+    );
+    // mousedown, not click: the box keeps the focus (and its caret) while the row is picked.
+    row.addEventListener('mousedown', (ev) => {
+      ev.preventDefault();
+      applyCompletion(slash.complete(i, input.value));
+    });
+    return row;
+  });
+  const state = !slash.loaded
+    ? 'Loading the commands…'
+    : slash.error
+      ? `Could not list the commands: ${slash.error}`
+      : !slash.items.length
+        ? `No command matches /${slash.query}: Enter sends the text as typed.`
+        : undefined;
+  slashMenu.replaceChildren(
+    ...rows,
+    ...(state ? [el('div', { class: 'slash-state', 'data-testid': 'slash-state' }, state)] : []),
+    ...(slash.note ? [el('div', { class: 'slash-note', 'data-testid': 'slash-note' }, slash.note)] : []),
+  );
+  const active = rows[slash.active];
+  if (active) {
+    input.setAttribute('aria-activedescendant', active.id);
+    active.scrollIntoView({ block: 'nearest' });
+  } else {
+    input.removeAttribute('aria-activedescendant');
+  }
+}
+
+function applyCompletion(r: { text: string; caret: number }): void {
+  input.value = r.text;
+  input.selectionStart = input.selectionEnd = r.caret;
+  prevText = input.value;
+  vscode.setState({ draft: input.value, editId });
+  renderSlash();
+  input.focus();
+}
+
+input.addEventListener('input', () => {
+  // A fresh `/` at the start: the list is fetched again (a new command file shows up without a restart).
+  if (slash.input(input.value, input.selectionStart, prevText)) vscode.postMessage({ type: 'listCommands' });
+  prevText = input.value;
+  renderSlash();
+});
+input.addEventListener('blur', () => {
+  slash.close();
+  renderSlash();
+});
 
 /** Where the `@` that opened the file picker was typed, so the pick lands right after it. */
 let mentionAt: number | undefined;
@@ -595,6 +720,16 @@ $('#network').addEventListener('click', () => vscode.postMessage({ type: 'comman
 $('#mcp').addEventListener('click', () => vscode.postMessage({ type: 'command', command: 'tandem.mcpServers' }));
 
 input.addEventListener('keydown', (ev) => {
+  // The completion list takes its keys first (arrows, Tab, Enter on an entry, Escape).
+  const wasOpen = slash.open;
+  const k = slash.key(ev.key, { shift: ev.shiftKey, ctrl: ev.ctrlKey, alt: ev.altKey, meta: ev.metaKey, composing: ev.isComposing }, input.value);
+  if (k.handled) {
+    ev.preventDefault();
+    if (k.text !== undefined) applyCompletion({ text: k.text, caret: k.caret ?? k.text.length });
+    else renderSlash();
+    return;
+  }
+  if (wasOpen && !slash.open) renderSlash();
   if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
     ev.preventDefault();
     submit();

@@ -272,7 +272,8 @@ async function main(): Promise<number> {
   const cs: ChildProcess = spawn(
     codeServer,
     [...common, '--bind-addr', `127.0.0.1:${port}`, '--auth', 'none', '--disable-telemetry', '--disable-update-check', '--reconnection-grace-time', '5', ws],
-    { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TANDEM_HOME: tandemHome } },
+    // XDG_CONFIG_HOME: tandem's user config folder (slash commands, hooks) is a scratch one, not the user's.
+    { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TANDEM_HOME: tandemHome, XDG_CONFIG_HOME: path.join(root, 'xdg-config') } },
   );
   const csLog = fs.createWriteStream(path.join(ARTIFACTS, 'code-server.log'));
   cs.stdout!.pipe(csLog);
@@ -917,6 +918,130 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
     const rewinds = tapRecords(server.log).filter((r) => r.method === 'session/rewind').map((r) => r.params.restore);
     if (rewinds.join() !== 'files,conversation,files,conversation' || methods.lastIndexOf('session/rewind') > methods.lastIndexOf('prompt')) throw new Error(`requests: ${methods.join(', ')}`);
     await screenshot(page, 'edit-resent');
+  });
+
+  // ---- slash commands: the completion list in the prompt box, a command's block ---------------------------------
+  await check('typing / in the prompt box lists the slash commands (a project one marked); arrows and Tab complete one; Enter runs /status and its output shows as a command block', async () => {
+    fs.mkdirSync(path.join(ws, '.tandem', 'commands'), { recursive: true });
+    fs.writeFileSync(path.join(ws, '.tandem', 'commands', 'review.md'), '---\ndescription: Review a file\nargument-hint: FILE\n---\nReview $ARGUMENTS.\n');
+    const box = c.locator('[data-testid=prompt]');
+    const menu = c.locator('[data-testid=slash-menu]');
+    const value = async (want: string) => {
+      const deadline = Date.now() + STEP_TIMEOUT;
+      while ((await box.inputValue()) !== want) {
+        if (Date.now() > deadline) throw new Error(`the prompt box holds ${JSON.stringify(await box.inputValue())}, not ${JSON.stringify(want)}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    await box.fill('');
+    await box.click();
+    await box.pressSequentially('/');
+    await menu.waitFor({ state: 'visible' });
+    // The list is read at this fresh `/`: the command file written just now is in it, marked as the project's.
+    await menu.locator('[data-testid=slash-item][data-name=review] [data-testid=slash-source]', { hasText: 'project' }).waitFor();
+    await menu.locator('[data-testid=slash-item][data-name=status]').waitFor();
+    await menu.locator('[data-testid=slash-item][data-name=review]', { hasText: 'FILE' }).waitFor();
+    if ((await box.getAttribute('aria-expanded')) !== 'true') throw new Error('the box does not say its list is expanded');
+    await screenshot(page, 'slash-menu');
+    await box.pressSequentially('mo');
+    await menu.locator('[data-testid=slash-item]').nth(1).waitFor();
+    const rows = async () => menu.locator('[data-testid=slash-item]').evaluateAll((els) => els.map((e) => [(e as HTMLElement).dataset.name, e.getAttribute('aria-selected')]));
+    if (JSON.stringify(await rows()) !== JSON.stringify([['mode', 'true'], ['model', 'false']])) throw new Error(`/mo lists ${JSON.stringify(await rows())}`);
+    await box.press('ArrowDown');
+    await menu.locator('[data-testid=slash-item][data-name=model][aria-selected=true]').waitFor();
+    if ((await box.getAttribute('aria-activedescendant')) !== (await menu.locator('[data-testid=slash-item][data-name=model]').getAttribute('id'))) throw new Error('aria-activedescendant does not name the highlighted row');
+    await box.press('Tab');
+    await value('/model ');
+    await menu.waitFor({ state: 'hidden' });
+    // Escape closes the list without stopping anything; Enter on a partly typed name completes it, then sends.
+    await box.fill('');
+    await box.pressSequentially('/sta');
+    await menu.locator('[data-testid=slash-item][data-name=status]').waitFor();
+    await box.press('Escape');
+    await menu.waitFor({ state: 'hidden' });
+    await box.fill('');
+    await box.pressSequentially('/sta');
+    await menu.locator('[data-testid=slash-item][data-name=status][aria-selected=true]').waitFor();
+    await box.press('Enter');
+    await value('/status ');
+    const before = llm.requests.length;
+    await box.press('Enter');
+    const block = c.locator('[data-testid=command-result][data-command=status]');
+    await block.waitFor();
+    await block.locator('[data-testid=command-prompt]', { hasText: '/status' }).waitFor();
+    await block.locator('[data-testid=command-output]', { hasText: 'mock' }).waitFor();
+    if (llm.requests.length !== before) throw new Error('/status asked the model');
+    const prompts = tapRecords(server.log).filter((r) => r.method === 'prompt').map((r) => r.params?.content);
+    if (prompts.at(-1) !== '/status') throw new Error(`the last prompt sent was ${JSON.stringify(prompts.at(-1))}`);
+    await screenshot(page, 'slash-status');
+  });
+
+  // ---- hooks: each run as a compact line in its turn (a user hook: it needs no trust) ---------------------------
+  await llm.enqueue(
+    { steps: [call('call_e2e_hook1', 'read_file', { path: 'README.md' })] },
+    { steps: [call('call_e2e_hook2', 'read_file', { path: 'secret.txt' })] },
+    { steps: [say('Hooks ran.')] },
+  );
+  await check('hook runs show as compact lines in the turn: an allowed read (exit 0) and a blocked one (exit 2), styled apart', async () => {
+    // The user's hooks file is read when a session opens: written first, then a new session.
+    const hooksFile = path.join(path.dirname(ws), 'xdg-config', 'tandem', 'hooks.json');
+    fs.mkdirSync(path.dirname(hooksFile), { recursive: true });
+    const guard = 'if grep -q secret.txt; then echo "secret.txt is off limits" >&2; exit 2; fi';
+    fs.writeFileSync(hooksFile, JSON.stringify({ hooks: { PreToolUse: [{ matcher: 'Read', hooks: [{ type: 'command', command: guard }] }] } }));
+    fs.writeFileSync(path.join(ws, 'secret.txt'), 'hunter2\n');
+    try {
+      await c.locator('[data-testid=new-session]').click();
+      await c.locator('[data-testid=user-message]').first().waitFor({ state: 'detached' });
+      await c.locator('[data-testid=prompt]').fill('Read two files');
+      await c.locator('[data-testid=prompt]').press('Enter');
+      await c.locator('[data-testid=assistant-message]', { hasText: 'Hooks ran.' }).waitFor();
+      const lines = c.locator('[data-testid=hook-line]');
+      await lines.nth(1).waitFor();
+      const shown = await lines.evaluateAll((els) => els.map((e) => [(e as HTMLElement).dataset.outcome, e.textContent?.replace(/\s+/g, ' ').trim()]));
+      const want = [
+        ['ok', `hook PreToolUse ${guard} — exit 0`],
+        ['blocked', `hook PreToolUse ${guard} — blocked, exit 2`],
+      ];
+      if (shown.length !== 2 || shown.some(([o, t], i) => o !== want[i][0] || !t?.startsWith(want[i][1]) || !/, \d+ ms$/.test(t))) throw new Error(`the hook lines are ${JSON.stringify(shown)}`);
+      const colors = await lines.evaluateAll((els) => els.map((e) => getComputedStyle(e).borderLeftColor));
+      if (colors[0] === colors[1]) throw new Error(`a blocked run looks like an allowed one (${colors.join(' / ')})`);
+      await screenshot(page, 'hook-lines');
+    } finally {
+      fs.rmSync(hooksFile, { force: true });
+    }
+  });
+
+  await llm.enqueue({ steps: [call('call_e2e_hook3', 'read_file', { path: 'README.md' })] }, { steps: [say('Trusted hooks ran.')] });
+  await check("a workspace hook file is asked about in a modal dialog (Trust / Not now) before the first prompt goes; Trust sends hooks/trust and the hook runs", async () => {
+    const command = 'cat > /dev/null; exit 0';
+    const hooksFile = path.join(ws, '.tandem', 'hooks.json');
+    fs.mkdirSync(path.dirname(hooksFile), { recursive: true });
+    fs.writeFileSync(hooksFile, JSON.stringify({ hooks: { PreToolUse: [{ matcher: 'Read', hooks: [{ type: 'command', command }] }] } }));
+    try {
+      await c.locator('[data-testid=new-session]').click();
+      await c.locator('[data-testid=user-message]').first().waitFor({ state: 'detached' });
+      const news = sessionNews().length;
+      await c.locator('[data-testid=prompt]').fill('Read with project hooks');
+      await c.locator('[data-testid=prompt]').press('Enter');
+      const dialog = page.locator('.monaco-dialog-box');
+      await dialog.waitFor();
+      await dialog.locator('.dialog-message-text', { hasText: 'defines hooks (.tandem/hooks.json)' }).waitFor();
+      await dialog.locator('.dialog-message-detail', { hasText: `PreToolUse (Read): ${command}` }).waitFor();
+      const buttons = (await dialog.locator('.dialog-buttons .monaco-button').allInnerTexts()).map((b) => b.trim()).sort();
+      if (JSON.stringify(buttons) !== JSON.stringify(['Not now', 'Trust'])) throw new Error(`the dialog's buttons are ${JSON.stringify(buttons)}`);
+      await screenshot(page, 'hooks-trust-dialog');
+      const methods = () => tapRecords(server.log).map((r) => r.method);
+      await waitFor(() => sessionNews().length === news + 1, STEP_TIMEOUT, 'the session/new');
+      const sinceNew = () => methods().slice(methods().lastIndexOf('session/new'));
+      if (sinceNew().includes('prompt')) throw new Error(`the prompt went before the answer: ${sinceNew().join(', ')}`);
+      await dialog.locator('.dialog-buttons .monaco-button', { hasText: 'Trust' }).click();
+      await c.locator('[data-testid=assistant-message]', { hasText: 'Trusted hooks ran.' }).waitFor();
+      await c.locator('[data-testid=hook-line][data-outcome=ok]', { hasText: command }).waitFor();
+      const order = sinceNew().filter((m) => m === 'hooks/trust' || m === 'prompt');
+      if (order.join() !== 'hooks/trust,prompt') throw new Error(`after session/new: ${sinceNew().join(', ')}`);
+    } finally {
+      fs.rmSync(hooksFile, { force: true });
+    }
   });
 
   // ---- Configure Model: the config for a provider kind, the key in SecretStorage and the server's environment --

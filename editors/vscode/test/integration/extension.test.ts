@@ -115,8 +115,10 @@ describe('the extension in a fake VS Code host', () => {
 
   before(async () => {
     requireBinary();
-    // The server's session store goes to a scratch dir, never the user's.
+    // The server's session store goes to a scratch dir, never the user's; so does its config folder (the user's own
+    // slash commands and hooks under ~/.config/tandem must not reach the tests).
     process.env.TANDEM_HOME = tempDir('tandem-ext-home-');
+    process.env.XDG_CONFIG_HOME = tempDir('tandem-ext-xdg-');
     llm = await new MockLlm().start();
     cfgFile = path.join(tempDir('tandem-ext-cfg-'), 'tandem.toml');
     fs.writeFileSync(cfgFile, llm.config());
@@ -346,9 +348,11 @@ describe('the extension in a fake VS Code host', () => {
     await fake.commands.get('tandem.sessions')!();
     assert.ok(offered.includes(stored), `the stored session is offered: ${offered}`);
     assert.equal(spawned.length, 1, 'the command started the server');
-    // mcp/status is a read too: the loaded session's MCP servers for the status bar.
-    assert.deepEqual(sent.map((r) => r.method).filter((m) => m !== 'session/list' && m !== 'mcp/status'), ['session/load'], 'reads only: no session/new');
+    // mcp/status and hooks/list are reads too: the loaded session's MCP servers and whether its hooks need trust.
+    const reads = ['session/list', 'mcp/status', 'hooks/list'];
+    assert.deepEqual(sent.map((r) => r.method).filter((m) => !reads.includes(m)), ['session/load'], 'reads only: no session/new');
     assert.deepEqual(sentOf('mcp/status').map((r) => r.params), [{ sessionId: stored }]);
+    assert.deepEqual(sentOf('hooks/list').map((r) => r.params), [{ sessionId: stored }]);
     assert.ok(sentOf('session/list').length >= 1);
     second.show();
     second.view.send({ type: 'ready' });
@@ -1218,6 +1222,113 @@ describe('the extension in a fake VS Code host', () => {
     assert.equal(sentOf('mcp/trust').length, 1, 'trusted once for the folder');
     assert.equal(fake.messages.filter((m) => /\.mcp\.json defines/.test(m.text)).length, notices, 'not announced again');
     await waitFor(() => idle(view), 10_000, 'the second turn');
+  });
+
+  test('slash commands from the chat: the completion gets the project command, /status shows its block without a turn, a custom command runs a turn shown as typed, /fork opens the new session', async () => {
+    const ws = tempDir('tandem-ext-slash-ws-');
+    fs.mkdirSync(path.join(ws, '.tandem', 'commands'), { recursive: true });
+    fs.writeFileSync(path.join(ws, '.tandem', 'commands', 'review.md'), '---\ndescription: Review a file\nargument-hint: FILE\n---\nReview $ARGUMENTS carefully.\n');
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile }, { ws });
+    const lists = () => view.posted.filter((m) => m.type === 'commands');
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+
+    // A draft: the built-ins, and a note; commands/list needs a session.
+    view.send({ type: 'listCommands' });
+    await waitFor(() => lists().length === 1, 10_000, 'the draft list');
+    assert.ok(lists()[0].commands.some((c: any) => c.name === 'status'));
+    assert.match(lists()[0].note, /first prompt/);
+    assert.equal(sentOf('commands/list').length, 0);
+
+    await llm.enqueue({ steps: [say('hello back')] });
+    view.send({ type: 'prompt', text: 'hello' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'hello back'), 10_000, 'the first turn');
+    const sessionId = viewMeta(view).sessionId;
+    view.send({ type: 'listCommands' });
+    await waitFor(() => lists().some((m) => m.commands.some((c: any) => c.name === 'review')), 10_000, 'the session list');
+    const review = lists().at(-1).commands.find((c: any) => c.name === 'review');
+    assert.deepEqual(review, { name: 'review', description: 'Review a file', argumentHint: 'FILE', source: 'project' });
+    assert.deepEqual(sentOf('commands/list').map((r) => r.params), [{ sessionId }]);
+
+    // /status: a block with the text as typed and the output; no turn, no model request.
+    const n = llm.requests.length;
+    view.send({ type: 'prompt', text: '/status' });
+    await waitFor(() => viewItems(view).some((i) => i.type === 'command' && i.name === 'status'), 10_000, 'the /status block');
+    const status = viewItems(view).find((i) => i.type === 'command');
+    assert.equal(status.text, '/status');
+    assert.match(status.output, /mock/);
+    assert.equal(status.turnId, undefined);
+    assert.equal(viewItems(view).filter((i) => i.type === 'user' && i.text === '/status').length, 0, 'no separate prompt line');
+    assert.equal(llm.requests.length, n, 'the model was not asked');
+
+    // A custom command: a normal turn, the prompt line as typed, the model gets the command's text.
+    await llm.enqueue({ steps: [say('Reviewed.')] });
+    view.send({ type: 'prompt', text: '/review README.md' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'Reviewed.'), 10_000, 'the command turn');
+    const line = viewItems(view).find((i) => i.type === 'user' && i.text === '/review README.md');
+    assert.ok(line?.turnId, 'the prompt line belongs to the turn');
+    const user = JSON.stringify((llm.requests[n].body.messages as { role: string; content: unknown }[]).filter((m) => m.role === 'user').at(-1)?.content);
+    assert.match(user, /Review README\.md carefully\./);
+
+    // /fork: the block names the new session; its button opens it.
+    view.send({ type: 'prompt', text: '/fork' });
+    await waitFor(() => viewItems(view).some((i) => i.type === 'command' && i.name === 'fork'), 10_000, 'the /fork block');
+    const fork = viewItems(view).find((i) => i.type === 'command' && i.name === 'fork');
+    assert.match(fork.sessionId, /\S/);
+    assert.notEqual(fork.sessionId, sessionId);
+    view.send({ type: 'openSession', sessionId: fork.sessionId });
+    await waitFor(() => viewMeta(view).sessionId === fork.sessionId, 10_000, 'the forked session open');
+    assert.deepEqual(sentOf('session/load').at(-1)?.params, { sessionId: fork.sessionId });
+    const texts = viewItems(view).filter((i) => i.type === 'user').map((i) => i.text);
+    assert.deepEqual(texts, ['hello', '/review README.md'], 'the fork has the conversation, with the command as typed');
+    assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), []);
+  });
+
+  test('a workspace with untrusted hooks: the first prompt asks first (modal, the hook listed), Trust sends hooks/trust, the hook runs in the turn as a line; a later session is not asked again', async () => {
+    const ws = tempDir('tandem-ext-hooks-ws-');
+    const command = 'cat > /dev/null; exit 0';
+    fs.mkdirSync(path.join(ws, '.tandem'), { recursive: true });
+    fs.writeFileSync(path.join(ws, '.tandem', 'hooks.json'), JSON.stringify({ hooks: { PreToolUse: [{ matcher: 'Read', hooks: [{ type: 'command', command }] }] } }));
+    fs.writeFileSync(path.join(ws, 'a.txt'), 'alpha\n');
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile }, { ws });
+    const asked = () => fake.messages.filter((m) => m.modal && /defines hooks/.test(m.text));
+    fake.onMessage = (m) => (m.modal && /defines hooks/.test(m.text) ? 'Trust' : undefined);
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    await llm.enqueue({ steps: [call('call_hook_r1', 'read_file', { path: 'a.txt' })] }, { steps: [say('read it')] });
+    view.send({ type: 'prompt', text: 'read a.txt' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'read it'), 15_000, 'the turn');
+    assert.equal(asked().length, 1);
+    assert.equal(asked()[0].level, 'warning');
+    assert.deepEqual(asked()[0].actions, ['Trust', 'Not now']);
+    assert.match(asked()[0].text, /\.tandem\/hooks\.json/);
+    assert.ok(asked()[0].detail?.includes(`PreToolUse (Read): ${command}`), asked()[0].detail);
+    const sessionId = viewMeta(view).sessionId;
+    assert.deepEqual(sentOf('hooks/trust').map((r) => r.params), [{ sessionId }]);
+    const methods = sent.map((r) => r.method);
+    assert.ok(methods.indexOf('hooks/trust') < methods.indexOf('prompt'), `trusted before the first prompt: ${methods.join(', ')}`);
+    const hooks = viewItems(view).filter((i) => i.type === 'hook');
+    assert.deepEqual(hooks.map((i) => [i.event, i.command, i.exitCode]), [['PreToolUse', command, 0]], 'the trusted hook ran in the turn');
+    assert.ok(hooks[0].turnId);
+
+    let rows: any[] = [];
+    fake.quickPickAnswers.push((items) => ((rows = items), undefined));
+    await fake.commands.get('tandem.showHooks')!();
+    assert.deepEqual(rows.map((r) => [r.label, r.detail]), [['PreToolUse · Read', command]]);
+    assert.match(rows[0].description, /project \(\.tandem\/hooks\.json\) · runs/);
+
+    // Trust is the folder's: a new session runs the hooks without asking.
+    await fake.commands.get('tandem.newSession')!();
+    await llm.enqueue({ steps: [call('call_hook_r2', 'read_file', { path: 'a.txt' })] }, { steps: [say('second')] });
+    view.send({ type: 'prompt', text: 'again' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'second'), 10_000, 'the second session');
+    const second = viewMeta(view).sessionId;
+    assert.notEqual(second, sessionId);
+    assert.deepEqual(sentOf('hooks/list').at(-1)?.params, { sessionId: second }, 'the new session was checked too');
+    assert.equal(asked().length, 1, 'not asked again');
+    assert.deepEqual(viewItems(view).filter((i) => i.type === 'hook').map((i) => [i.event, i.exitCode]), [['PreToolUse', 0]], 'the hook ran in the new session');
+    assert.equal(sentOf('hooks/trust').length, 1);
+    assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), []);
   });
 });
 

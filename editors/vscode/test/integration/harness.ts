@@ -41,15 +41,22 @@ export function tempDir(prefix: string): string {
   return fs.mkdtempSync(path.join(scratchRoot, prefix));
 }
 
-export async function startHarness(configToml?: string): Promise<Harness> {
+/**
+ * `prepare` writes into the workspace before the session opens (hook files are read then); `env` adds to the
+ * server's environment. XDG_CONFIG_HOME is a scratch dir unless `env` names one, so the user's own
+ * ~/.config/tandem (commands, hooks) never reaches a test.
+ */
+export async function startHarness(configToml?: string, opts: { prepare?: (workspace: string) => void; env?: Record<string, string> } = {}): Promise<Harness> {
   requireBinary();
   const workspace = tempDir('tandem-ws-');
+  opts.prepare?.(workspace);
   let configFile: string | undefined;
   if (configToml !== undefined) {
     configFile = path.join(tempDir('tandem-cfg-'), 'tandem.toml');
     fs.writeFileSync(configFile, configToml);
   }
-  const client = new TandemClient({ serverPath: TANDEM_BIN, configFile, cwd: workspace, env: { ...process.env, TANDEM_HOME: tempDir('tandem-home-') } });
+  const env = { ...process.env, TANDEM_HOME: tempDir('tandem-home-'), XDG_CONFIG_HOME: tempDir('tandem-xdg-'), ...opts.env };
+  const client = new TandemClient({ serverPath: TANDEM_BIN, configFile, cwd: workspace, env });
   const events: SessionEvent[] = [];
   const state = new ChatState();
   client.onEvent((e) => {

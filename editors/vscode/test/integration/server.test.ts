@@ -43,7 +43,7 @@ describe('tandem serve through the extension client', () => {
       );
       const before = llm.requests.length;
       const { turnId } = await h.client.prompt(h.sessionId, 'write notes');
-      assert.match(turnId, /\S/);
+      assert.match(turnId ?? '', /\S/);
       const req = await h.event('approvalRequested');
       // Streamed text arrived as deltas, and the reducer shows it as one finished assistant message.
       const deltas = h.events.filter((e) => e.type === 'assistantDelta').map((e) => (e as { text: string }).text);
