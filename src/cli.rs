@@ -319,6 +319,7 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
                 exit_code,
                 duration_ms,
                 blocked,
+                ..
             } => {
                 let ended = exit_code.map_or("no exit code".to_owned(), |c| format!("exit {c}"));
                 let what = if blocked { ", blocked" } else { "" };

@@ -257,6 +257,10 @@ impl Conversation {
         input.insert("cwd".into(), Value::from(root.display().to_string()));
         input.insert("hook_event_name".into(), Value::from(event.name()));
         input.extend(fields);
+        let tool_call_id = input
+            .get("tool_use_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let input = Value::Object(input);
         let environment = HookEnvironment {
             removed: self
@@ -296,6 +300,7 @@ impl Conversation {
                     exit_code: run.exit_code,
                     duration_ms: duration_ms(run.duration),
                     blocked,
+                    tool_call_id: tool_call_id.clone(),
                 },
             );
             match answer {

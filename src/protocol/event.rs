@@ -166,6 +166,9 @@ pub enum Event {
         exit_code: Option<i32>,
         duration_ms: u64,
         blocked: bool,
+        /// The tool call a `PreToolUse` or `PostToolUse` hook ran for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_call_id: Option<String>,
     },
     AssistantDelta {
         text: String,

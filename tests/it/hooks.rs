@@ -221,6 +221,7 @@ async fn exit_2_blocks_a_call_and_bash_matches_shell() {
     assert_eq!(runs.len(), 1, "{runs:?}");
     assert_eq!(runs[0]["exitCode"], 2);
     assert_eq!(runs[0]["blocked"], true);
+    assert_eq!(runs[0]["toolCallId"], "c1");
     t.shutdown().await;
 }
 

@@ -930,6 +930,7 @@ fn full_events() -> Vec<Event> {
             exit_code: Some(2),
             duration_ms: 1,
             blocked: true,
+            tool_call_id: Some("c".into()),
         },
     ];
     // Exhaustive on purpose: a new variant must be added above.
