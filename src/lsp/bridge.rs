@@ -1,0 +1,431 @@
+//! One session as an LSP client sees it: the engine's events become `$/progress` (begin with
+//! the prompt, report with the latest text and tool steps, end), the whole answer goes to
+//! `window/logMessage` at turn end, and approvals become `window/showMessageRequest`s whose
+//! answers come back to the session as `Op::Approve`.
+//!
+//! `emit` runs on the store's writer thread in `seq` order and never blocks: it hands the event
+//! to this session's bridge task, which talks to the client one event at a time (so progress
+//! messages keep the events' order). Requests that wait for the user (approvals) run in tasks of
+//! their own, so a stop's events still flow while a question is open.
+//!
+//! Does not: send approvals from inside a request handler (only from these tasks), or keep the
+//! engine waiting on a client that cannot answer (without `window.showMessage` the face tells
+//! the engine nobody can answer, and every approval is denied without a request).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tower::ServiceExt;
+use tower_lsp_server::jsonrpc::{Id, Request};
+use tower_lsp_server::ls_types::notification::Cancel;
+use tower_lsp_server::ls_types::{CancelParams, MessageType, NumberOrString};
+use tower_lsp_server::{Client, NotCancellable, OngoingProgress, Unbounded};
+
+use crate::protocol::{ApprovalOption, Decision, DiffEntry, Event, NoticeKind, TurnEndReason};
+use crate::session::{lock, DenyMemory, EventSink, Op, SessionHandle};
+
+/// What the client said it can do in `initialize`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientAbilities {
+    /// `window.workDoneProgress`: `$/progress` may be sent (after `workDoneProgress/create`).
+    pub progress: bool,
+    /// `window.showMessage`: `window/showMessageRequest` is answered (approvals can be asked).
+    pub show_message: bool,
+    /// `window.showDocument.support` (read, not used yet: the transcript file is not written).
+    #[allow(dead_code)]
+    pub show_document: bool,
+    /// `workspace.applyEdit` (read, not used yet: approved edits are written to disk).
+    #[allow(dead_code)]
+    pub apply_edit: bool,
+    /// `textDocument.codeAction.codeActionLiteralSupport`: code actions as literals.
+    pub code_action_literals: bool,
+}
+
+/// The actions of an approval request, in the order the user sees them.
+pub const ALLOW_ONCE: &str = "Allow once";
+pub const ALWAYS_ALLOW: &str = "Always allow";
+pub const DENY: &str = "Deny";
+
+/// How much of a diff an approval message shows.
+const DIFF_LINES: usize = 40;
+/// At most one `report` of streamed text per this interval (tool steps are always reported).
+const REPORT_EVERY: Duration = Duration::from_millis(100);
+/// How long the client may take to answer `window/workDoneProgress/create`.
+const CREATE_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The face's part of a session: what the driver and the bridge task share.
+pub struct Bridge {
+    events: mpsc::UnboundedSender<(Option<String>, Event)>,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    client: Client,
+    abilities: ClientAbilities,
+    handle: Mutex<Option<SessionHandle>>,
+    /// The text of the prompt just queued, for the progress `begin` of its turn.
+    next_prompt: Mutex<Option<String>>,
+    /// Approval requests open at the client: the engine's request id → the LSP request id.
+    asks: Mutex<HashMap<String, Id>>,
+}
+
+/// The sink handed to the session actor.
+pub struct BridgeSink(pub Arc<Bridge>);
+
+impl EventSink for BridgeSink {
+    fn emit(&self, _session_id: &str, _seq: u64, turn_id: Option<&str>, event: &Event) {
+        let _ = self
+            .0
+            .events
+            .send((turn_id.map(str::to_owned), event.clone()));
+    }
+}
+
+impl Bridge {
+    pub fn new(client: Client, abilities: ClientAbilities) -> Arc<Bridge> {
+        let shared = Arc::new(Shared {
+            client,
+            abilities,
+            handle: Mutex::new(None),
+            next_prompt: Mutex::new(None),
+            asks: Mutex::new(HashMap::new()),
+        });
+        let (events, rx) = mpsc::unbounded_channel();
+        // The task ends when the session drops its sink and the face its bridge.
+        tokio::spawn(run(shared.clone(), rx));
+        Arc::new(Bridge { events, shared })
+    }
+
+    pub fn set_handle(&self, handle: SessionHandle) {
+        *lock(&self.shared.handle) = Some(handle);
+    }
+
+    /// Forget the session; answers to its open requests are dropped.
+    pub fn detach(&self) {
+        lock(&self.shared.handle).take();
+        lock(&self.shared.asks).clear();
+    }
+
+    /// The prompt the next `turnStarted` belongs to (its progress `begin` shows it).
+    pub fn prompt_queued(&self, text: &str) {
+        *lock(&self.shared.next_prompt) = Some(text.to_owned());
+    }
+}
+
+/// The progress of the running turn and what it has said so far.
+#[derive(Default)]
+struct TurnView {
+    progress: Option<OngoingProgress<Unbounded, NotCancellable>>,
+    answer: String,
+    last_report: Option<Instant>,
+    titles: HashMap<String, String>,
+}
+
+async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<(Option<String>, Event)>) {
+    let mut turn = TurnView::default();
+    while let Some((turn_id, event)) = rx.recv().await {
+        match event {
+            Event::TurnStarted { .. } => {
+                let prompt = lock(&shared.next_prompt).take();
+                turn = TurnView::default();
+                if shared.abilities.progress {
+                    turn.progress = begin(&shared.client, turn_id.as_deref(), prompt).await;
+                }
+            }
+            Event::AssistantDelta { text } => {
+                turn.answer.push_str(&text);
+                let due = turn
+                    .last_report
+                    .is_none_or(|at| at.elapsed() >= REPORT_EVERY);
+                if due {
+                    let latest = tail(&turn.answer, 80);
+                    report(&mut turn, latest).await;
+                }
+            }
+            Event::ToolCall {
+                tool_call_id,
+                title,
+                ..
+            } => {
+                report(&mut turn, format!("▶ {title}")).await;
+                turn.titles.insert(tool_call_id, title);
+            }
+            Event::ToolCallUpdate {
+                tool_call_id,
+                status,
+                result: Some(_),
+                ..
+            } => {
+                let title = turn.titles.remove(&tool_call_id).unwrap_or_default();
+                let status = serde_json::to_value(status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                report(&mut turn, format!("{title}: {status}")).await;
+            }
+            Event::ApprovalRequested {
+                request_id,
+                name,
+                title,
+                reason,
+                arguments,
+                diff,
+                command,
+                options,
+                ..
+            } => {
+                let message = approval_message(
+                    &name,
+                    &title,
+                    &reason,
+                    &arguments,
+                    diff.as_deref(),
+                    command.as_deref(),
+                );
+                ask(&shared, request_id, message, command.is_some(), &options);
+            }
+            Event::ApprovalResolved { request_id, .. } => {
+                // Still open here means the engine withdrew it (a stop): withdraw it too. The
+                // client may still answer; that answer finds no entry and is dropped.
+                let open = lock(&shared.asks).remove(&request_id);
+                if let Some(Id::Number(n)) = open {
+                    if let Ok(n) = i32::try_from(n) {
+                        shared
+                            .client
+                            .send_notification::<Cancel>(CancelParams {
+                                id: NumberOrString::Number(n),
+                            })
+                            .await;
+                    }
+                }
+            }
+            Event::QuestionAsked { request_id, .. } => {
+                // Questions have no LSP form yet; the model is told so and carries on.
+                answer_question(&shared, request_id);
+            }
+            Event::Notice { kind, text } => {
+                let typ = match kind {
+                    NoticeKind::Error => MessageType::ERROR,
+                    NoticeKind::Warning | NoticeKind::Interrupted => MessageType::WARNING,
+                    _ => MessageType::INFO,
+                };
+                shared.client.log_message(typ, text).await;
+            }
+            Event::TurnEnded { reason, error } => {
+                let how = match reason {
+                    TurnEndReason::Completed => "done",
+                    TurnEndReason::Interrupted => "stopped",
+                    TurnEndReason::Error => "failed",
+                    TurnEndReason::ContextExceeded => "context window exceeded",
+                    TurnEndReason::MaxIterations => "stopped after too many steps",
+                };
+                let view = std::mem::take(&mut turn);
+                if let Some(progress) = view.progress {
+                    progress.finish_with_message(how).await;
+                }
+                if !view.answer.is_empty() {
+                    shared
+                        .client
+                        .log_message(MessageType::INFO, view.answer)
+                        .await;
+                }
+                if let Some(error) = error {
+                    shared
+                        .client
+                        .log_message(MessageType::ERROR, error.message)
+                        .await;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `window/workDoneProgress/create` with a token of the turn, then `begin` with the prompt.
+async fn begin(
+    client: &Client,
+    turn_id: Option<&str>,
+    prompt: Option<String>,
+) -> Option<OngoingProgress<Unbounded, NotCancellable>> {
+    let token = NumberOrString::String(format!("tandem/{}", turn_id.unwrap_or("turn")));
+    match tokio::time::timeout(
+        CREATE_PATIENCE,
+        client.create_work_done_progress(token.clone()),
+    )
+    .await
+    {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::debug!("workDoneProgress/create refused: {e}");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!("workDoneProgress/create not answered in time");
+            return None;
+        }
+    }
+    let message = tail(prompt.as_deref().unwrap_or("working…"), 120);
+    Some(
+        client
+            .progress(token, "tandem")
+            .with_message(message)
+            .begin()
+            .await,
+    )
+}
+
+async fn report(turn: &mut TurnView, message: String) {
+    if let Some(progress) = &turn.progress {
+        progress.report(message).await;
+        turn.last_report = Some(Instant::now());
+    }
+}
+
+/// The last `chars` characters of `text`, on one line.
+fn tail(text: &str, chars: usize) -> String {
+    let flat = text.trim().replace('\n', " ");
+    let count = flat.chars().count();
+    if count <= chars {
+        return flat;
+    }
+    let skip = count - chars;
+    format!("…{}", flat.chars().skip(skip).collect::<String>())
+}
+
+/// The approval's message: the tool, the path and a short unified diff, or the command.
+pub fn approval_message(
+    name: &str,
+    title: &str,
+    reason: &str,
+    arguments: &Value,
+    diff: Option<&[DiffEntry]>,
+    command: Option<&str>,
+) -> String {
+    let mut text = format!("tandem wants to use {name}: {title}");
+    if let Some(command) = command {
+        text.push_str(&format!("\ncommand: {command}"));
+    }
+    match diff {
+        Some(entries) if !entries.is_empty() => {
+            for entry in entries {
+                text.push_str(&format!("\npath: {}", entry.path));
+                let lines: Vec<&str> = entry.unified.lines().collect();
+                for line in lines.iter().take(DIFF_LINES) {
+                    text.push('\n');
+                    text.push_str(line);
+                }
+                if lines.len() > DIFF_LINES {
+                    text.push_str(&format!("\n… ({} more lines)", lines.len() - DIFF_LINES));
+                }
+            }
+        }
+        _ => {
+            if let Some(path) = arguments["path"].as_str() {
+                text.push_str(&format!("\npath: {path}"));
+            }
+        }
+    }
+    if !reason.is_empty() {
+        text.push_str(&format!("\n({reason})"));
+    }
+    text
+}
+
+/// Ask the user through `window/showMessageRequest` in a task; the answer becomes `Op::Approve`.
+fn ask(
+    shared: &Arc<Shared>,
+    request_id: String,
+    message: String,
+    is_command: bool,
+    options: &[ApprovalOption],
+) {
+    // "Always allow" is offered only when the engine offers a rule for this call: the command's
+    // prefix for a shell command (never "every command"), the tool otherwise.
+    let always = if is_command {
+        options
+            .iter()
+            .any(|o| o.decision == Decision::AlwaysCommand)
+            .then_some(Decision::AlwaysCommand)
+    } else {
+        options
+            .iter()
+            .any(|o| o.decision == Decision::AlwaysTool)
+            .then_some(Decision::AlwaysTool)
+    };
+    let mut actions = vec![json!({"title": ALLOW_ONCE})];
+    if always.is_some() {
+        actions.push(json!({"title": ALWAYS_ALLOW}));
+    }
+    actions.push(json!({"title": DENY}));
+    let id = shared.client.next_request_id();
+    // Built by hand (not `show_message_request`) so the request id is known and a withdrawn
+    // approval can be cancelled with `$/cancelRequest`.
+    let request = Request::build("window/showMessageRequest")
+        .id(id.clone())
+        .params(json!({"type": 3, "message": message, "actions": actions}))
+        .finish();
+    lock(&shared.asks).insert(request_id.clone(), id);
+    let sent = shared.client.clone().oneshot(request);
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let response = sent.await;
+        if lock(&shared.asks).remove(&request_id).is_none() {
+            // Withdrawn (a stop) while the user decided: the late answer is dropped.
+            return;
+        }
+        let answer = match response {
+            Ok(Some(response)) => match response.into_parts().1 {
+                Ok(value) => value["title"].as_str().map(str::to_owned),
+                Err(e) => {
+                    tracing::warn!("window/showMessageRequest failed: {e}; denying");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let (decision, message) = match answer.as_deref() {
+            Some(ALLOW_ONCE) => (Decision::Once, None),
+            Some(ALWAYS_ALLOW) => (always.unwrap_or(Decision::Once), None),
+            Some(_) => (Decision::Deny, None),
+            // Dismissed: LSP answers `null`, which is a deny.
+            None => (
+                Decision::Deny,
+                Some("the user dismissed the request".to_owned()),
+            ),
+        };
+        let Some(handle) = lock(&shared.handle).clone() else {
+            return;
+        };
+        handle.send(Op::Approve {
+            request_id,
+            decision,
+            message,
+            edited_content: None,
+            arguments_digest: None,
+            deny_memory: DenyMemory::ThisCallOnly,
+            reply: Box::new(|result| {
+                if let Err(e) = result {
+                    tracing::debug!("approval not applied: {e}");
+                }
+            }),
+        });
+    });
+}
+
+fn answer_question(shared: &Shared, request_id: String) {
+    let Some(handle) = lock(&shared.handle).clone() else {
+        return;
+    };
+    handle.send(Op::Answer {
+        request_id,
+        answer: "(this editor talks to tandem over LSP, which cannot answer questions yet; proceed with your best judgement or ask in your reply)".to_owned(),
+        reply: Box::new(|result| {
+            if let Err(e) = result {
+                tracing::debug!("answer not applied: {e}");
+            }
+        }),
+    });
+}
