@@ -223,34 +223,61 @@ impl LanguageServer for Backend {
         let uri = params.text_document.uri.as_str().to_owned();
         let range = serde_json::to_value(params.range).unwrap_or(Value::Null);
         let literals = self.face.abilities().code_action_literals;
-        let actions = [
-            ("tandem: explain", Some("Explain this code.")),
-            ("tandem: fix", Some("Fix the problems in this code.")),
-            // LSP has no request for free text: the prompt asks the model to invite the question.
-            ("tandem: ask…", None),
-        ]
-        .into_iter()
-        .map(|(title, text)| {
-            let mut argument = json!({"uri": uri, "range": range});
-            if let Some(text) = text {
-                argument["text"] = json!(text);
-            }
-            let command = Command {
+        Ok(Some(code_actions(&uri, &range, literals)))
+    }
+}
+
+/// The three code actions on a range, as `Command`s or as literals carrying the command.
+fn code_actions(uri: &str, range: &Value, literals: bool) -> CodeActionResponse {
+    [
+        ("tandem: explain", Some("Explain this code.")),
+        ("tandem: fix", Some("Fix the problems in this code.")),
+        // LSP has no request for free text: the prompt asks the model to invite the question.
+        ("tandem: ask…", None),
+    ]
+    .into_iter()
+    .map(|(title, text)| {
+        let mut argument = json!({"uri": uri, "range": range});
+        if let Some(text) = text {
+            argument["text"] = json!(text);
+        }
+        let command = Command {
+            title: title.to_owned(),
+            command: "tandem.prompt".to_owned(),
+            arguments: Some(vec![argument]),
+        };
+        if literals {
+            CodeActionOrCommand::CodeAction(CodeAction {
                 title: title.to_owned(),
-                command: "tandem.prompt".to_owned(),
-                arguments: Some(vec![argument]),
-            };
-            if literals {
-                CodeActionOrCommand::CodeAction(CodeAction {
-                    title: title.to_owned(),
-                    command: Some(command),
-                    ..CodeAction::default()
-                })
-            } else {
-                CodeActionOrCommand::Command(command)
-            }
-        })
-        .collect();
-        Ok(Some(actions))
+                command: Some(command),
+                ..CodeAction::default()
+            })
+        } else {
+            CodeActionOrCommand::Command(command)
+        }
+    })
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_actions_are_literals_only_when_the_client_takes_them() {
+        let range =
+            json!({"start": {"line": 0, "character": 0}, "end": {"line": 2, "character": 0}});
+        let literal = serde_json::to_value(code_actions("file:///w/a.rs", &range, true)).unwrap();
+        assert_eq!(literal[0]["title"], "tandem: explain");
+        assert_eq!(literal[0]["command"]["command"], "tandem.prompt");
+        assert_eq!(
+            literal[0]["command"]["arguments"][0]["uri"],
+            "file:///w/a.rs"
+        );
+        assert_eq!(literal[1]["command"]["arguments"][0]["range"], range);
+        assert!(literal[2]["command"]["arguments"][0].get("text").is_none());
+        let plain = serde_json::to_value(code_actions("file:///w/a.rs", &range, false)).unwrap();
+        assert_eq!(plain[0]["command"], "tandem.prompt");
+        assert_eq!(plain[0]["arguments"][0]["text"], "Explain this code.");
     }
 }

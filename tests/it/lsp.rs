@@ -239,3 +239,42 @@ async fn a_restarted_server_resumes_the_workspace_session() {
         "the second process continued the first one's session: {second}"
     );
 }
+
+#[tokio::test]
+async fn set_mode_undo_switch_model_steer_and_errors() {
+    let f = Fixture::new().await;
+    f.mock.push(call(
+        "w1",
+        "write_file",
+        json!({"path": "u.txt", "content": "undo me\n"}),
+    ));
+    f.mock.push(Script::text_reply("wrote u"));
+    f.mock.push(Script::text_reply("I am mock-2"));
+    f.run("commands").await;
+    assert_eq!(f.mock.request(2)["model"], "mock-model-2");
+}
+
+#[tokio::test]
+async fn a_shell_approval_shows_the_command_and_a_late_answer_is_dropped() {
+    let f = Fixture::new().await;
+    for script in [
+        call(
+            "x1",
+            "shell",
+            json!({"command": "echo hello-from-lsp > shell.txt"}),
+        ),
+        Script::text_reply("ran it"),
+        call(
+            "n1",
+            "write_file",
+            json!({"path": "never.txt", "content": "x\n"}),
+        ),
+        // The stopped turn never sends the write's result, so the next prompt gets this.
+        Script::text_reply("still here"),
+    ] {
+        f.mock.push(script);
+    }
+    f.run("shell_and_late").await;
+    assert_eq!(f.read("shell.txt").as_deref(), Some("hello-from-lsp\n"));
+    assert_eq!(f.read("never.txt"), None);
+}

@@ -70,11 +70,15 @@ class Session:
         self.changed = asyncio.Event()
         c = self.client
 
+        # An answer is a title, None (dismissed), or (event, title): held until the event is set.
         @c.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
-        def smr(params):
+        async def smr(params):
             self.asked.append(params)
             self.changed.set()
             title = self.answers.pop(0) if self.answers else None
+            if isinstance(title, tuple):
+                event, title = title
+                await event.wait()
             return None if title is None else types.MessageActionItem(title=title)
 
         @c.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
@@ -314,6 +318,66 @@ async def restart(args):
     await s.stop()
 
 
+async def expect_error(s, name, command, argument, code):
+    try:
+        r = await s.command(command, argument)
+        check(name, False, f"answered {r!r}")
+    except asyncio.TimeoutError:
+        check(name, False, "timed out")
+    except Exception as e:  # pygls raises JsonRpc*Error with the code
+        got = getattr(e, "code", None)
+        check(name, got == code, f"{type(e).__name__} code={got}: {e}")
+
+
+async def commands(args):
+    s = Session(args)
+    await s.start(capabilities(show_message=True))
+    await expect_error(s, "an unknown mode is invalid params", "tandem.setMode", {"mode": "bogus"}, -32602)
+    r = await s.command("tandem.setMode", {"mode": "autoEdit"})
+    check("tandem.setMode answers the mode", value(r, "mode") == "autoEdit", repr(r))
+    await s.command("tandem.prompt", {"text": "write u.txt"})
+    await s.wait_log("wrote u")
+    path = os.path.join(args.cwd, "u.txt")
+    check("autoEdit wrote without asking", os.path.exists(path) and not s.asked, repr(s.asked))
+    r = await s.command("tandem.undo")
+    output = value(r, "output") or ""
+    check("tandem.undo runs /undo and answers its output", "Undid the last turn" in output, repr(r))
+    check("the undone write is gone from disk", not os.path.exists(path), "u.txt still there")
+    await expect_error(s, "steering with no turn running is refused", "tandem.steer", {"text": "faster"}, -32000)
+    r = await s.command("tandem.switchModel", {"model": "mock-2"})
+    check("tandem.switchModel answers the model", value(r, "model") == "mock-2", repr(r))
+    await s.command("tandem.prompt", {"text": "who are you"})
+    await s.wait_log("I am mock-2")
+    await expect_error(s, "an unknown tandem command is method not found", "tandem.bogus", {}, -32601)
+    await expect_error(s, "a prompt without text is invalid params", "tandem.prompt", {}, -32602)
+    r = await s.command("tandem.stop")
+    check("tandem.stop with no turn answers stopped false", value(r, "stopped") is False, repr(r))
+    await s.stop()
+
+
+async def shell_and_late(args):
+    # The second request is held open until the test releases it after `tandem.stop`.
+    release = asyncio.Event()
+    s = Session(args, answers=["Always allow", (release, "Allow once")])
+
+    await s.start(capabilities(show_message=True))
+    await s.command("tandem.prompt", {"text": "run the echo"})
+    if await s.wait_log("ran it"):
+        message = s.asked[0].message
+        check("a shell approval shows the command", "echo hello-from-lsp" in message, repr(message))
+        titles = [a.title for a in s.asked[0].actions]
+        check("a safe prefix offers Always allow", titles == ["Allow once", "Always allow", "Deny"], repr(titles))
+    await s.command("tandem.prompt", {"text": "write never.txt"})
+    await s.wait_for("the second approval is open", lambda: len(s.asked) == 2)
+    r = await s.command("tandem.stop")
+    check("tandem.stop during an open approval stops the turn", value(r, "stopped") is True, repr(r))
+    release.set()
+    await s.command("tandem.prompt", {"text": "still there?"})
+    await s.wait_log("still here")
+    check("the late answer did not run the write", not os.path.exists(os.path.join(args.cwd, "never.txt")), "never.txt written")
+    await s.stop()
+
+
 async def main():
     p = argparse.ArgumentParser()
     p.add_argument("scenario")
@@ -329,6 +393,8 @@ async def main():
         "progress": progress,
         "ordering": ordering,
         "restart": restart,
+        "commands": commands,
+        "shell_and_late": shell_and_late,
     }[args.scenario]
     try:
         await scenario(args)
