@@ -1,6 +1,7 @@
 //! One session as an LSP client sees it: the engine's events become `$/progress` (begin with
 //! the prompt, report with the latest text and tool steps, end), the whole answer goes to
-//! `window/logMessage` at turn end, and approvals become `window/showMessageRequest`s whose
+//! `window/logMessage` at turn end and to the session's Markdown transcript (opened with
+//! `window/showDocument` when the client supports it), and approvals become `window/showMessageRequest`s whose
 //! answers come back to the session as `Op::Approve`.
 //!
 //! `emit` runs on the store's writer thread in `seq` order and never blocks: it hands the event
@@ -13,6 +14,7 @@
 //! the engine nobody can answer, and every approval is denied without a request).
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,7 +23,9 @@ use tokio::sync::mpsc;
 use tower::ServiceExt;
 use tower_lsp_server::jsonrpc::{Id, Request};
 use tower_lsp_server::ls_types::notification::Cancel;
-use tower_lsp_server::ls_types::{CancelParams, MessageType, NumberOrString};
+use tower_lsp_server::ls_types::{
+    CancelParams, MessageType, NumberOrString, ShowDocumentParams, Uri,
+};
 use tower_lsp_server::{Client, NotCancellable, OngoingProgress, Unbounded};
 
 use crate::protocol::{ApprovalOption, Decision, DiffEntry, Event, NoticeKind, TurnEndReason};
@@ -34,8 +38,7 @@ pub struct ClientAbilities {
     pub progress: bool,
     /// `window.showMessage`: `window/showMessageRequest` is answered (approvals can be asked).
     pub show_message: bool,
-    /// `window.showDocument.support` (read, not used yet: the transcript file is not written).
-    #[allow(dead_code)]
+    /// `window.showDocument.support`: the transcript is opened after each turn.
     pub show_document: bool,
     /// `workspace.applyEdit` (read, not used yet: approved edits are written to disk).
     #[allow(dead_code)]
@@ -65,6 +68,10 @@ pub struct Bridge {
 struct Shared {
     client: Client,
     abilities: ClientAbilities,
+    /// Where the session's Markdown transcripts go (`DATA_DIR/transcripts`).
+    transcripts: PathBuf,
+    /// This session's transcript, once its id is known.
+    transcript: Mutex<Option<PathBuf>>,
     handle: Mutex<Option<SessionHandle>>,
     /// The text of the prompt just queued, for the progress `begin` of its turn.
     next_prompt: Mutex<Option<String>>,
@@ -85,10 +92,12 @@ impl EventSink for BridgeSink {
 }
 
 impl Bridge {
-    pub fn new(client: Client, abilities: ClientAbilities) -> Arc<Bridge> {
+    pub fn new(client: Client, abilities: ClientAbilities, transcripts: PathBuf) -> Arc<Bridge> {
         let shared = Arc::new(Shared {
             client,
             abilities,
+            transcript: Mutex::new(None),
+            transcripts,
             handle: Mutex::new(None),
             next_prompt: Mutex::new(None),
             asks: Mutex::new(HashMap::new()),
@@ -100,6 +109,8 @@ impl Bridge {
     }
 
     pub fn set_handle(&self, handle: SessionHandle) {
+        let file = self.shared.transcripts.join(format!("{}.md", handle.id()));
+        *lock(&self.shared.transcript) = Some(file);
         *lock(&self.shared.handle) = Some(handle);
     }
 
@@ -119,6 +130,7 @@ impl Bridge {
 #[derive(Default)]
 struct TurnView {
     progress: Option<OngoingProgress<Unbounded, NotCancellable>>,
+    prompt: Option<String>,
     answer: String,
     last_report: Option<Instant>,
     titles: HashMap<String, String>,
@@ -132,8 +144,9 @@ async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<(Option<String
                 let prompt = lock(&shared.next_prompt).take();
                 turn = TurnView::default();
                 if shared.abilities.progress {
-                    turn.progress = begin(&shared.client, turn_id.as_deref(), prompt).await;
+                    turn.progress = begin(&shared.client, turn_id.as_deref(), prompt.clone()).await;
                 }
+                turn.prompt = prompt;
             }
             Event::AssistantDelta { text } => {
                 turn.answer.push_str(&text);
@@ -229,18 +242,83 @@ async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<(Option<String
                 if !view.answer.is_empty() {
                     shared
                         .client
-                        .log_message(MessageType::INFO, view.answer)
+                        .log_message(MessageType::INFO, view.answer.clone())
                         .await;
                 }
-                if let Some(error) = error {
+                if let Some(error) = &error {
                     shared
                         .client
-                        .log_message(MessageType::ERROR, error.message)
+                        .log_message(MessageType::ERROR, error.message.clone())
                         .await;
                 }
+                let entry = transcript_entry(
+                    view.prompt.as_deref(),
+                    &view.answer,
+                    how,
+                    error.as_ref().map(|e| e.message.as_str()),
+                );
+                transcript(&shared, entry).await;
             }
             _ => {}
         }
+    }
+}
+
+/// One turn of the Markdown transcript.
+fn transcript_entry(prompt: Option<&str>, answer: &str, how: &str, error: Option<&str>) -> String {
+    let mut entry = String::new();
+    if let Some(prompt) = prompt {
+        entry.push_str("## > ");
+        entry.push_str(&prompt.replace('\n', "\n> "));
+        entry.push_str("\n\n");
+    }
+    if !answer.is_empty() {
+        entry.push_str(answer.trim_end());
+        entry.push_str("\n\n");
+    }
+    if let Some(error) = error {
+        entry.push_str(&format!("**error:** {error}\n\n"));
+    }
+    entry.push_str(&format!("_({how})_\n\n"));
+    entry
+}
+
+/// Append the turn to the session's transcript and, when the client can, show it (without
+/// taking focus). A transcript that cannot be written is logged, never a failed turn.
+async fn transcript(shared: &Shared, entry: String) {
+    let Some(file) = lock(&shared.transcript).clone() else {
+        return;
+    };
+    let written = async {
+        if let Some(dir) = file.parent() {
+            tokio::fs::create_dir_all(dir).await?;
+        }
+        let mut out = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&file)
+            .await?;
+        tokio::io::AsyncWriteExt::write_all(&mut out, entry.as_bytes()).await
+    }
+    .await;
+    if let Err(e) = written {
+        tracing::warn!("cannot write the transcript {}: {e}", file.display());
+        return;
+    }
+    if !shared.abilities.show_document {
+        return;
+    }
+    let Some(uri) = Uri::from_file_path(&file) else {
+        return;
+    };
+    let params = ShowDocumentParams {
+        uri,
+        external: None,
+        take_focus: Some(false),
+        selection: None,
+    };
+    if let Err(e) = shared.client.show_document(params).await {
+        tracing::debug!("window/showDocument failed: {e}");
     }
 }
 

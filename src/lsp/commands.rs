@@ -329,7 +329,11 @@ async fn open(face: &Arc<Face>, resume: bool) -> jsonrpc::Result<Current> {
         Ok(None) => return Err(error(ErrorKind::StoreUnavailable, "no session store")),
         Err(e) => return Err(error(ErrorKind::StoreUnavailable, e.to_string())),
     };
-    let bridge = Bridge::new(face.client.clone(), face.abilities());
+    let bridge = Bridge::new(
+        face.client.clone(),
+        face.abilities(),
+        face.transcripts.clone(),
+    );
     let sink = Arc::new(BridgeSink(bridge.clone()));
     if resume {
         let newest = face

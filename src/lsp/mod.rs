@@ -69,6 +69,8 @@ pub(crate) struct Face {
     root: Mutex<Option<PathBuf>>,
     documents: Mutex<Documents>,
     state: AtomicU8,
+    /// Where the sessions' Markdown transcripts are written (`DATA_DIR/transcripts`).
+    transcripts: PathBuf,
     /// The driver's queue (`commands::drive`): session work in arrival order.
     work: mpsc::UnboundedSender<commands::Work>,
 }
@@ -85,6 +87,10 @@ pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<
     let own_files =
         crate::workspace::protected::OwnFiles::new(config.source_path.as_deref(), Some(&path));
     let engine = EngineContext::new(config, own_files);
+    let transcripts = path
+        .parent()
+        .map(|dir| dir.join("transcripts"))
+        .unwrap_or_else(|| PathBuf::from("transcripts"));
     let (work, queue) = mpsc::unbounded_channel();
     let (service, socket) = LspService::new(|client| Backend {
         face: Arc::new(Face {
@@ -95,6 +101,7 @@ pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<
             root: Mutex::new(None),
             documents: Mutex::new(Documents::default()),
             state: AtomicU8::new(UNINITIALIZED),
+            transcripts,
             work,
         }),
     });

@@ -39,10 +39,11 @@ def check(name, ok, why=""):
         print(f"FAIL {name}: {why}", flush=True)
 
 
-def capabilities(show_message=True, progress=False, literals=False):
+def capabilities(show_message=True, progress=False, literals=False, show_document=False):
     window = types.WindowClientCapabilities(
         work_done_progress=progress or None,
         show_message=types.ShowMessageRequestClientCapabilities() if show_message else None,
+        show_document=types.ShowDocumentClientCapabilities(support=True) if show_document else None,
     )
     text_document = None
     if literals:
@@ -67,8 +68,15 @@ class Session:
         self.logs = []
         self.progress = []  # (token, value dict)
         self.created = []
+        self.shown = []  # ShowDocumentParams
         self.changed = asyncio.Event()
         c = self.client
+
+        @c.feature(types.WINDOW_SHOW_DOCUMENT)
+        def show(params):
+            self.shown.append(params)
+            self.changed.set()
+            return types.ShowDocumentResult(success=True)
 
         # An answer is a title, None (dismissed), or (event, title): held until the event is set.
         @c.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
@@ -224,6 +232,7 @@ async def approvals(args):
     await s.command("tandem.prompt", {"text": "write c.txt"})
     await s.wait_log("c dismissed")
     check("three approvals were asked", len(s.asked) == 3, repr(len(s.asked)))
+    check("no showDocument without the capability", not s.shown, repr(s.shown))
     await s.stop()
 
 
@@ -238,7 +247,7 @@ async def no_show_message(args):
 
 async def progress(args):
     s = Session(args)
-    await s.start(capabilities(show_message=True, progress=True))
+    await s.start(capabilities(show_message=True, progress=True, show_document=True))
     await s.command("tandem.prompt", {"text": "tell me a story"})
     done = await s.wait_for(
         "progress ends", lambda: any(v.get("kind") == "end" for _, v in s.progress)
@@ -262,6 +271,13 @@ async def progress(args):
         )
     if await s.wait_log("Once upon a time, the end."):
         check("logMessage has the whole answer", "Once upon a time, the end." in s.logs, repr(s.logs))
+    if await s.wait_for("the transcript is shown", lambda: len(s.shown) == 1):
+        shown = s.shown[0]
+        expected = "file://" + os.path.join(args.data_dir, "transcripts")
+        check("showDocument opens the transcript without focus", shown.uri.startswith(expected) and shown.take_focus is False, repr(shown))
+        path = shown.uri[len("file://"):]
+        text = open(path).read() if os.path.exists(path) else ""
+        check("the transcript holds the prompt and the answer", "tell me a story" in text and "Once upon a time, the end." in text, repr(text))
     await s.stop()
 
 
