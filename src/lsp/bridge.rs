@@ -40,8 +40,7 @@ pub struct ClientAbilities {
     pub show_message: bool,
     /// `window.showDocument.support`: the transcript is opened after each turn.
     pub show_document: bool,
-    /// `workspace.applyEdit` (read, not used yet: approved edits are written to disk).
-    #[allow(dead_code)]
+    /// `workspace.applyEdit`: approved edits of open documents go to the editor.
     pub apply_edit: bool,
     /// `textDocument.codeAction.codeActionLiteralSupport`: code actions as literals.
     pub code_action_literals: bool,

@@ -366,6 +366,15 @@ async fn open(face: &Arc<Face>, resume: bool) -> jsonrpc::Result<Current> {
     Ok((handle, bridge))
 }
 
+/// Reads of open documents from the overlay, edits of them through `workspace/applyEdit`.
+fn editor_fs(face: &Face) -> Arc<dyn crate::tools::client_fs::ClientFs> {
+    Arc::new(super::editor_fs::EditorFs {
+        client: face.client.clone(),
+        documents: face.documents.clone(),
+        apply_edit: face.abilities().apply_edit,
+    })
+}
+
 async fn spawn_new(
     face: &Face,
     root: PathBuf,
@@ -387,7 +396,7 @@ async fn spawn_new(
             model: face.engine.config.default_model.clone(),
             mode: Mode::Ask,
             store: Some(store),
-            client_fs: None,
+            client_fs: Some(editor_fs(face)),
             mcp,
         },
     ))

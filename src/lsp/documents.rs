@@ -3,8 +3,7 @@
 //! The overlay is changed only by the ordered wrapper (`ordered.rs`), inside `call`, in the order
 //! the client sent the notifications; a `tandem.prompt` read after a `didChange` therefore sees
 //! that text (the race of tower-lsp issue #284 cannot happen here).
-//! Does not (yet): serve the agent's file reads from the overlay (DESIGN 7.4 asks for it; the
-//! session's `ClientFs` hook is where that goes).
+//! The session's reads of open documents come from here (`editor_fs.rs`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -62,6 +61,18 @@ impl Documents {
 
     pub fn text(&self, uri: &str) -> Option<&str> {
         self.open.get(uri).map(String::as_str)
+    }
+
+    /// The URIs of the open documents.
+    pub fn uris(&self) -> impl Iterator<Item = &str> {
+        self.open.keys().map(String::as_str)
+    }
+
+    /// Replace an open document's text (an edit the editor applied; its `didChange` follows).
+    pub fn set(&mut self, uri: &str, text: String) {
+        if let Some(doc) = self.open.get_mut(uri) {
+            *doc = text;
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 mod bridge;
 mod commands;
 mod documents;
+mod editor_fs;
 mod ordered;
 
 use std::path::PathBuf;
@@ -67,7 +68,7 @@ pub(crate) struct Face {
     abilities: Mutex<ClientAbilities>,
     /// The workspace root from `initialize` (its `rootUri`, or the first workspace folder).
     root: Mutex<Option<PathBuf>>,
-    documents: Mutex<Documents>,
+    documents: Arc<Mutex<Documents>>,
     state: AtomicU8,
     /// Where the sessions' Markdown transcripts are written (`DATA_DIR/transcripts`).
     transcripts: PathBuf,
@@ -99,7 +100,7 @@ pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<
             client,
             abilities: Mutex::new(ClientAbilities::default()),
             root: Mutex::new(None),
-            documents: Mutex::new(Documents::default()),
+            documents: Arc::new(Mutex::new(Documents::default())),
             state: AtomicU8::new(UNINITIALIZED),
             transcripts,
             work,

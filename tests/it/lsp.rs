@@ -278,3 +278,63 @@ async fn a_shell_approval_shows_the_command_and_a_late_answer_is_dropped() {
     assert_eq!(f.read("shell.txt").as_deref(), Some("hello-from-lsp\n"));
     assert_eq!(f.read("never.txt"), None);
 }
+
+#[tokio::test]
+async fn open_documents_are_read_from_the_buffer_and_edited_through_apply_edit() {
+    let f = Fixture::new().await;
+    f.write("notes.txt", "disk line\n");
+    for script in [
+        call("r1", "read_file", json!({"path": "notes.txt"})),
+        call(
+            "e1",
+            "edit_file",
+            json!({"path": "notes.txt", "old_string": "unsaved", "new_string": "saved"}),
+        ),
+        call(
+            "w1",
+            "write_file",
+            json!({"path": "other.txt", "content": "on disk\n"}),
+        ),
+        Script::text_reply("done 1"),
+        call(
+            "e2",
+            "edit_file",
+            json!({"path": "notes.txt", "old_string": "saved", "new_string": "SAVED"}),
+        ),
+        Script::text_reply("done 2"),
+        call(
+            "e3",
+            "edit_file",
+            json!({"path": "notes.txt", "old_string": "disk", "new_string": "DISK"}),
+        ),
+        Script::text_reply("done 3"),
+    ] {
+        f.mock.push(script);
+    }
+    f.run("apply_edit").await;
+    let read = f.tool_result("r1");
+    assert!(
+        read.contains("unsaved buffer line"),
+        "the model saw the editor's buffer: {read}"
+    );
+    assert!(
+        !f.tool_result("e1").contains("rror"),
+        "{}",
+        f.tool_result("e1")
+    );
+    assert_eq!(
+        f.read("other.txt").as_deref(),
+        Some("on disk\n"),
+        "a file that is not open is written to disk"
+    );
+    assert!(
+        f.tool_result("e2").contains("the user refused the edit"),
+        "applied=false fails the call with the reason: {}",
+        f.tool_result("e2")
+    );
+    assert_eq!(
+        f.read("notes.txt").as_deref(),
+        Some("DISK line\n"),
+        "only the edit made without applyEdit reached the disk"
+    );
+}

@@ -39,7 +39,7 @@ def check(name, ok, why=""):
         print(f"FAIL {name}: {why}", flush=True)
 
 
-def capabilities(show_message=True, progress=False, literals=False, show_document=False):
+def capabilities(show_message=True, progress=False, literals=False, show_document=False, apply_edit=False):
     window = types.WindowClientCapabilities(
         work_done_progress=progress or None,
         show_message=types.ShowMessageRequestClientCapabilities() if show_message else None,
@@ -54,7 +54,8 @@ def capabilities(show_message=True, progress=False, literals=False, show_documen
                 )
             )
         )
-    return types.ClientCapabilities(window=window, text_document=text_document)
+    workspace = types.WorkspaceClientCapabilities(apply_edit=True) if apply_edit else None
+    return types.ClientCapabilities(window=window, text_document=text_document, workspace=workspace)
 
 
 class Session:
@@ -69,8 +70,17 @@ class Session:
         self.progress = []  # (token, value dict)
         self.created = []
         self.shown = []  # ShowDocumentParams
+        self.edits = []  # ApplyWorkspaceEditParams
+        self.edit_answers = []  # (applied, failure_reason), in order
         self.changed = asyncio.Event()
         c = self.client
+
+        @c.feature(types.WORKSPACE_APPLY_EDIT)
+        def apply(params):
+            self.edits.append(params)
+            self.changed.set()
+            applied, reason = self.edit_answers.pop(0) if self.edit_answers else (True, None)
+            return types.ApplyWorkspaceEditResult(applied=applied, failure_reason=reason)
 
         @c.feature(types.WINDOW_SHOW_DOCUMENT)
         def show(params):
@@ -394,6 +404,46 @@ async def shell_and_late(args):
     await s.stop()
 
 
+def open_doc(s, uri, text):
+    s.client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id="plaintext", version=1, text=text)
+        )
+    )
+
+
+async def apply_edit(args):
+    notes = uri(args, "notes.txt")
+    s = Session(args, answers=["Allow once", "Allow once", "Allow once"])
+    s.edit_answers = [(True, None), (False, "the user refused the edit")]
+    await s.start(capabilities(show_message=True, apply_edit=True))
+    open_doc(s, notes, "unsaved buffer line\n")
+    await s.command("tandem.prompt", {"text": "fix the notes"})
+    await s.wait_log("done 1")
+    check("one applyEdit for the open document", len(s.edits) == 1, repr(s.edits))
+    if s.edits:
+        changes = s.edits[0].edit.changes or {}
+        edits = changes.get(notes) or []
+        check(
+            "the edit replaces the buffer with the new text",
+            len(edits) == 1 and edits[0].new_text == "saved buffer line\n" and edits[0].range.end.line == 1,
+            repr(changes),
+        )
+    await s.command("tandem.prompt", {"text": "again"})
+    await s.wait_log("done 2")
+    check("the refused applyEdit was asked", len(s.edits) == 2, repr(len(s.edits)))
+    await s.stop()
+    # Without workspace.applyEdit an open document is still read from the buffer, but the
+    # approved edit is written to disk.
+    s = Session(args, answers=["Allow once"])
+    await s.start(capabilities(show_message=True))
+    open_doc(s, notes, "disk line\n")
+    await s.command("tandem.prompt", {"text": "shout"})
+    await s.wait_log("done 3")
+    check("no applyEdit without the capability", not s.edits, repr(s.edits))
+    await s.stop()
+
+
 async def main():
     p = argparse.ArgumentParser()
     p.add_argument("scenario")
@@ -411,6 +461,7 @@ async def main():
         "restart": restart,
         "commands": commands,
         "shell_and_late": shell_and_late,
+        "apply_edit": apply_edit,
     }[args.scenario]
     try:
         await scenario(args)
