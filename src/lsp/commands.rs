@@ -319,11 +319,17 @@ async fn open(face: &Arc<Face>, resume: bool) -> jsonrpc::Result<Current> {
             "the client sent no workspace root (rootUri or workspaceFolders) in `initialize`; open a folder",
         )
     })?;
-    let root = tokio::task::spawn_blocking(move || std::fs::canonicalize(&root).map(|c| (c, root)))
+    // The store keeps the canonical root as the session's cwd; list and create with the same.
+    let shown = root.display().to_string();
+    let root = tokio::task::spawn_blocking(move || std::fs::canonicalize(&root))
         .await
         .map_err(|e| error(ErrorKind::Internal, e.to_string()))?
-        .map_err(|e| error(ErrorKind::InvalidCwd, format!("the workspace root: {e}")))
-        .map(|(canonical, _)| canonical)?;
+        .map_err(|e| {
+            error(
+                ErrorKind::InvalidCwd,
+                format!("the workspace root `{shown}`: {e}"),
+            )
+        })?;
     let store = match face.host.store().await {
         Ok(Some(store)) => store,
         Ok(None) => return Err(error(ErrorKind::StoreUnavailable, "no session store")),

@@ -117,12 +117,17 @@ class Session:
             self.logs.append(params.message)
             self.changed.set()
 
-    async def start(self, caps):
+    async def spawn(self):
         a = self.args
         env = dict(os.environ, RUST_LOG="off")
         await self.client.start_io(
             a.tandem, "lsp", "--config", a.config, "--data-dir", a.data_dir, env=env
         )
+
+    async def start(self, caps, spawned=False):
+        a = self.args
+        if not spawned:
+            await self.spawn()
         root = "file://" + a.cwd
         result = await asyncio.wait_for(
             self.client.initialize_async(
@@ -183,7 +188,9 @@ def value(result, key):
 
 async def initialize(args):
     s = Session(args)
-    result = await s.start(capabilities(show_message=True, progress=True))
+    await s.spawn()
+    await expect_error(s, "a tandem command before initialize is -32002", "tandem.stop", None, -32002)
+    result = await s.start(capabilities(show_message=True, progress=True), spawned=True)
     caps = result.capabilities
     commands = list(caps.execute_command_provider.commands) if caps.execute_command_provider else []
     check("executeCommandProvider lists the seven tandem commands", commands == COMMANDS, repr(commands))
@@ -218,7 +225,10 @@ async def initialize(args):
         and first.arguments[0]["range"]["end"]["line"] == 1
     )
     check("code actions are Commands without literal support", ok, repr(first))
-    await s.stop()
+    await asyncio.wait_for(s.client.shutdown_async(None), TIMEOUT)
+    await expect_error(s, "a tandem command after shutdown is -32600", "tandem.stop", None, -32600)
+    s.client.exit(None)
+    await s.client.stop()
 
 
 async def approvals(args):
