@@ -1,7 +1,7 @@
 //! tandem: a coding agent that lives beside the editor.
 //!
 //! The crate is cut into modules that could each become a crate: `protocol` (wire vocabulary),
-//! `server`, `acp` and `cli` (faces), `session` (the actor), `engine` (the turn loop), `store`
+//! `server`, `acp`, `lsp` and `cli` (faces), `session` (the actor), `engine` (the turn loop), `store`
 //! (the SQLite session store), `providers`, `mcp` (the MCP client), `tools`, `workspace`,
 //! `permissions` and `config`.
 //! ARCHITECTURE.md maps them and their invariants, and the two import circles that remain.
@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod hooks;
+pub mod lsp;
 pub mod mcp;
 pub mod permissions;
 pub mod protocol;

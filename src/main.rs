@@ -1,5 +1,6 @@
 //! The `tandem` binary: `serve` speaks JSON-RPC on stdio, `acp` speaks the Agent Client
-//! Protocol on stdio, `run` plays one turn in the terminal.
+//! Protocol on stdio, `lsp` the Language Server Protocol on stdio, `run` plays one turn in the
+//! terminal.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,6 +34,17 @@ enum Command {
     /// Speak the Agent Client Protocol (v1) on stdin/stdout, for Zed, JetBrains and the
     /// Neovim/Emacs ACP clients. Same engine and session store as `serve`.
     Acp {
+        /// TOML config of providers and models (default: the built-in offline demo model).
+        #[arg(long, env = "TANDEM_CONFIG")]
+        config: Option<PathBuf>,
+        /// Where sessions are stored.
+        #[arg(long, env = "TANDEM_HOME")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Speak the Language Server Protocol (3.17) on stdin/stdout, for editors with an LSP client
+    /// and no tandem plugin (Helix, Sublime LSP, eglot, Kakoune, Neovim's vim.lsp). Same engine
+    /// and session store as `serve`.
+    Lsp {
         /// TOML config of providers and models (default: the built-in offline demo model).
         #[arg(long, env = "TANDEM_CONFIG")]
         config: Option<PathBuf>,
@@ -202,6 +214,29 @@ fn main() -> ExitCode {
                 }
             };
             match runtime.block_on(tandem::server::serve(config, data_dir)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("tandem: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Lsp { config, data_dir } => {
+            let config = match load_config(config) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("tandem: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let data_dir = match tandem::store::prepare_data_dir(data_dir.as_deref()) {
+                Ok(dir) => Some(dir),
+                Err(e) => {
+                    eprintln!("tandem: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            match runtime.block_on(tandem::lsp::serve(config, data_dir)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("tandem: {e:#}");

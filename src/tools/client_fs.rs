@@ -7,7 +7,7 @@
 //! through the workspace first (symlinks followed only inside the root), so only paths inside
 //! the roots ever reach the client. Everything else (list, glob, grep, shell) stays on disk.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
@@ -20,6 +20,17 @@ use crate::workspace::{Workspace, WorkspaceError, WorkspacePath};
 pub trait ClientFs: Send + Sync + 'static {
     fn read_text(&self, path: PathBuf) -> BoxFuture<'static, Result<String, String>>;
     fn write_text(&self, path: PathBuf, content: String) -> BoxFuture<'static, Result<(), String>>;
+    /// Whether the client holds `path` (absolute, confined) for reads; `false` reads it from
+    /// disk as if there were no client. ACP's editor reads every file; the LSP face holds only
+    /// the documents the editor has open.
+    fn reads(&self, _path: &Path) -> bool {
+        true
+    }
+    /// Whether the client takes the approved write of `path`; `false` writes it through the
+    /// workspace (confined, on disk) as if there were no client.
+    fn writes(&self, _path: &Path) -> bool {
+        true
+    }
 }
 
 /// The absolute path to hand the client for `p`, after confinement: links are followed only as
@@ -42,9 +53,9 @@ fn current_text(
         let probe_ws = ws.clone();
         let probe = p.clone();
         let on_disk = tokio::task::spawn_blocking(move || {
-            let exists = probe_ws.read_text_if_exists(&probe)?.is_some();
+            let text = probe_ws.read_text_if_exists(&probe)?;
             let path = client_path(&probe_ws, &probe)?;
-            Ok::<_, WorkspaceError>((exists, path))
+            Ok::<_, WorkspaceError>((text, path))
         })
         .await
         .map_err(|e| {
@@ -55,9 +66,9 @@ fn current_text(
             })
         })?
         .map_err(TextError::Disk)?;
-        let (exists, path) = on_disk;
-        if !exists {
-            return Ok(None);
+        let (text, path) = on_disk;
+        if text.is_none() || !client.reads(&path) {
+            return Ok(text);
         }
         client
             .read_text(path)
@@ -169,6 +180,21 @@ pub async fn apply(
     edited: Option<&str>,
 ) -> ToolOutcome {
     let shown = &plan.path.display;
+    let probe_ws = workspace.clone();
+    let probe = plan.path.clone();
+    let path = match tokio::task::spawn_blocking(move || client_path(&probe_ws, &probe)).await {
+        Ok(Ok(path)) => path,
+        Ok(Err(e)) => return e.into(),
+        Err(e) => return ToolOutcome::error(format!("the edit crashed: {e}")),
+    };
+    if !client.writes(&path) {
+        let (plan, edited) = (plan.clone(), edited.map(str::to_owned));
+        return tokio::task::spawn_blocking(move || {
+            fs::apply_edit(&workspace, &plan, edited.as_deref())
+        })
+        .await
+        .unwrap_or_else(|e| ToolOutcome::error(format!("the edit crashed: {e}")));
+    }
     let current = match current_text(workspace.clone(), client.clone(), plan.path.clone()).await {
         Ok(current) => current,
         Err(e) => {
@@ -178,13 +204,6 @@ pub async fn apply(
     let content = match fs::content_to_write(plan, current.as_deref(), edited) {
         Ok(content) => content.to_owned(),
         Err(refused) => return refused,
-    };
-    let probe_ws = workspace.clone();
-    let probe = plan.path.clone();
-    let path = match tokio::task::spawn_blocking(move || client_path(&probe_ws, &probe)).await {
-        Ok(Ok(path)) => path,
-        Ok(Err(e)) => return e.into(),
-        Err(e) => return ToolOutcome::error(format!("the edit crashed: {e}")),
     };
     match client.write_text(path, content).await {
         Ok(()) => fs::edit_written(plan, edited),

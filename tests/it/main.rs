@@ -27,6 +27,7 @@ mod fuzz_frames;
 mod harness_selftest;
 mod hooks;
 mod limits;
+mod lsp;
 mod mcp;
 mod mcp_http;
 mod params;
