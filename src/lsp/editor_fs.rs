@@ -74,10 +74,13 @@ impl ClientFs for EditorFs {
         Box::pin(async move {
             match open {
                 Some(text) => Ok(text),
-                // Closed since `reads` was asked: the disk is what the editor has now.
-                None => tokio::fs::read_to_string(&path)
-                    .await
-                    .map_err(|e| e.to_string()),
+                // Closed since `reads` was asked. Not read from disk here by its absolute path:
+                // that path was confined a moment ago, and a link swapped in since would lead
+                // out; the next read goes through the workspace's confined path.
+                None => Err(format!(
+                    "`{}` was closed in the editor while it was being read; read it again",
+                    path.display()
+                )),
             }
         })
     }
