@@ -118,6 +118,45 @@ enum Command {
     },
 }
 
+/// Load the config and prepare the data dir (exit code 2 on either, naming the cause), then run
+/// the face `serve` (`serve`, `acp` or `lsp`) to its end.
+#[allow(
+    clippy::print_stderr,
+    reason = "the binary's edge: an error that ends tandem before or after its face runs goes to the terminal"
+)]
+fn run_face<F, Fut>(
+    runtime: &tokio::runtime::Runtime,
+    config: Option<PathBuf>,
+    data_dir: Option<PathBuf>,
+    serve: F,
+) -> ExitCode
+where
+    F: FnOnce(Config, Option<PathBuf>) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let config = match load_config(config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("tandem: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let data_dir = match tandem::store::prepare_data_dir(data_dir.as_deref()) {
+        Ok(dir) => Some(dir),
+        Err(e) => {
+            eprintln!("tandem: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(serve(config, data_dir)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tandem: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn load_config(path: Option<PathBuf>) -> Result<Config, String> {
     match path {
         Some(path) => Config::load(&path).map_err(|e| e.to_string()),
@@ -199,73 +238,13 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::SandboxExec { .. } | Command::McpGuard { .. } => ExitCode::SUCCESS,
         Command::Serve { config, data_dir } => {
-            let config = match load_config(config) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("tandem: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            let data_dir = match tandem::store::prepare_data_dir(data_dir.as_deref()) {
-                Ok(dir) => Some(dir),
-                Err(e) => {
-                    eprintln!("tandem: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            match runtime.block_on(tandem::server::serve(config, data_dir)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("tandem: {e:#}");
-                    ExitCode::FAILURE
-                }
-            }
+            run_face(&runtime, config, data_dir, tandem::server::serve)
         }
         Command::Lsp { config, data_dir } => {
-            let config = match load_config(config) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("tandem: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            let data_dir = match tandem::store::prepare_data_dir(data_dir.as_deref()) {
-                Ok(dir) => Some(dir),
-                Err(e) => {
-                    eprintln!("tandem: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            match runtime.block_on(tandem::lsp::serve(config, data_dir)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("tandem: {e:#}");
-                    ExitCode::FAILURE
-                }
-            }
+            run_face(&runtime, config, data_dir, tandem::lsp::serve)
         }
         Command::Acp { config, data_dir } => {
-            let config = match load_config(config) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("tandem: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            let data_dir = match tandem::store::prepare_data_dir(data_dir.as_deref()) {
-                Ok(dir) => Some(dir),
-                Err(e) => {
-                    eprintln!("tandem: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            match runtime.block_on(tandem::acp::serve(config, data_dir)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("tandem: {e:#}");
-                    ExitCode::FAILURE
-                }
-            }
+            run_face(&runtime, config, data_dir, tandem::acp::serve)
         }
         Command::Run {
             prompt,
