@@ -22,7 +22,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the native JSON-RPC protocol on stdin/stdout (what editors start).
+    /// Serve the native JSON-RPC protocol on stdin/stdout (what editors start), and with
+    /// --listen over WebSocket to clients that attach.
     Serve {
         /// TOML config of providers and models (default: the built-in offline demo model).
         #[arg(long, env = "TANDEM_CONFIG")]
@@ -30,6 +31,15 @@ enum Command {
         /// Where sessions are stored.
         #[arg(long, env = "TANDEM_HOME")]
         data_dir: Option<PathBuf>,
+        /// Where to serve: `stdio` (the default) and/or `ws://127.0.0.1:PORT` (PORT 0 picks a
+        /// free one). `--listen ws://…` alone serves only WebSocket; add `--listen stdio` for
+        /// both. Clients need the token written to DATA_DIR/attach-token.
+        #[arg(long, value_parser = tandem::server::listen::parse_listen)]
+        listen: Vec<tandem::server::listen::ListenTarget>,
+        /// A browser origin allowed to attach over WebSocket (repeatable), e.g.
+        /// http://localhost:5173. Requests with any other Origin are refused.
+        #[arg(long)]
+        allow_origin: Vec<String>,
     },
     /// Speak the Agent Client Protocol (v1) on stdin/stdout, for Zed, JetBrains and the
     /// Neovim/Emacs ACP clients. Same engine and session store as `serve`.
@@ -157,6 +167,32 @@ where
     }
 }
 
+/// `serve`'s transports from its `--listen` values (none: stdio alone).
+fn serve_options(
+    listen: &[tandem::server::listen::ListenTarget],
+    allowed_origins: Vec<String>,
+) -> Result<tandem::server::ServeOptions, String> {
+    use tandem::server::listen::{ListenOptions, ListenTarget};
+    let mut addresses = listen.iter().filter_map(|target| match target {
+        ListenTarget::WebSocket(address) => Some(*address),
+        ListenTarget::Stdio => None,
+    });
+    let websocket = addresses.next();
+    if addresses.next().is_some() {
+        return Err("--listen takes one ws:// address; give it once".to_owned());
+    }
+    if websocket.is_none() && !allowed_origins.is_empty() {
+        return Err("--allow-origin needs --listen ws://HOST:PORT".to_owned());
+    }
+    Ok(tandem::server::ServeOptions {
+        stdio: listen.is_empty() || listen.contains(&ListenTarget::Stdio),
+        websocket: websocket.map(|address| ListenOptions {
+            address,
+            allowed_origins,
+        }),
+    })
+}
+
 fn load_config(path: Option<PathBuf>) -> Result<Config, String> {
     match path {
         Some(path) => Config::load(&path).map_err(|e| e.to_string()),
@@ -237,8 +273,22 @@ fn main() -> ExitCode {
     };
     let code = match cli.command {
         Command::SandboxExec { .. } | Command::McpGuard { .. } => ExitCode::SUCCESS,
-        Command::Serve { config, data_dir } => {
-            run_face(&runtime, config, data_dir, tandem::server::serve)
+        Command::Serve {
+            config,
+            data_dir,
+            listen,
+            allow_origin,
+        } => {
+            let options = match serve_options(&listen, allow_origin) {
+                Ok(options) => options,
+                Err(e) => {
+                    eprintln!("tandem: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            run_face(&runtime, config, data_dir, move |config, data_dir| {
+                tandem::server::serve(config, data_dir, options)
+            })
         }
         Command::Lsp { config, data_dir } => {
             run_face(&runtime, config, data_dir, tandem::lsp::serve)

@@ -5,6 +5,7 @@ pub const MODELS_LIST: &str = "models/list";
 pub const SESSION_NEW: &str = "session/new";
 pub const SESSION_LIST: &str = "session/list";
 pub const SESSION_LOAD: &str = "session/load";
+pub const SESSION_ATTACH: &str = "session/attach";
 pub const PROMPT: &str = "prompt";
 pub const STOP: &str = "stop";
 pub const STEER: &str = "steer";
@@ -35,6 +36,7 @@ pub const ALL: &[&str] = &[
     SESSION_NEW,
     SESSION_LIST,
     SESSION_LOAD,
+    SESSION_ATTACH,
     PROMPT,
     STOP,
     STEER,

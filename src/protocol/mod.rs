@@ -165,6 +165,20 @@ pub struct ServerCapabilities {
     /// Whether `prompt` accepts `{type:"document"}` parts (PDF).
     #[serde(default)]
     pub document_prompts: bool,
+    /// Where other clients attach to this server's sessions; present only when it listens
+    /// (`tandem serve --listen ws://…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach: Option<AttachInfo>,
+}
+
+/// How a second client reaches a listening server (`session/attach`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachInfo {
+    /// `ws://127.0.0.1:PORT`, the address it listens on.
+    pub url: String,
+    /// The file (mode 0600) whose contents a client sends as `Authorization: Bearer …`.
+    pub token_file: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -459,6 +473,17 @@ pub struct SessionLoadParams {
     /// A `cursor` from an earlier `session/load` result: return the messages before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
+}
+
+/// `session/attach`: receive a live session's events, first those after `fromSeq`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionAttachParams {
+    pub session_id: String,
+    /// The last `seq` the client has; the replay starts after it (default 0: everything the
+    /// store kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_seq: Option<u64>,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,7 +5,9 @@
 use serde_json::Value;
 
 use super::params::params;
-use super::Server;
+use std::sync::Arc;
+
+use super::Connection;
 use crate::protocol::{self as wire, method, ErrorKind, RpcErrorObject};
 use crate::session::Op;
 
@@ -18,7 +20,7 @@ pub(super) const METHODS: &[&str] = &[
     method::SESSION_DELETE,
 ];
 
-impl Server {
+impl Connection {
     pub(super) async fn dispatch_checkpoint(
         &mut self,
         id: &Option<Value>,
@@ -68,7 +70,8 @@ impl Server {
                     ));
                 };
                 // An open session is shut down first: its turn stopped, its servers ended.
-                if let Some(live) = self.host.remove(&p.session_id) {
+                if let Some(live) = self.shared.host.remove(&p.session_id) {
+                    self.subscriptions.retain(|e| !Arc::ptr_eq(e, &live.face));
                     let (tx, rx) = tokio::sync::oneshot::channel();
                     live.handle.send(Op::Shutdown {
                         reply: Box::new(move |_| {

@@ -6,9 +6,12 @@
 //! that module), so protocol messages are the only thing there (logs go to stderr). This module
 //! holds no agent logic: it translates.
 
+mod attach;
 mod checkpoints;
 mod customization;
+mod fanout;
 pub mod framing;
+pub mod listen;
 mod load;
 mod mcp;
 mod params;
@@ -16,35 +19,40 @@ mod params;
 use load::load_response;
 use params::{params, params_with_mode, prompt_parts};
 pub mod rpc;
+mod stdio;
 mod stdout;
+
+pub use stdio::{outbound_channel, outbound_to_fd, run};
 
 use crate::session::host::Host;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
-use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
 
 use crate::config::Config;
 use crate::engine::EngineContext;
-use crate::protocol::{self as wire, method, ErrorKind, Event, Framing, RpcErrorObject};
-use crate::session::{self, EventSink, NewSession, Op, SessionError, SessionHandle};
+use crate::protocol::{self as wire, method, ErrorKind, Framing, RpcErrorObject};
+use crate::session::{self, NewSession, Op, SessionError, SessionHandle};
 use crate::store::Store;
 use crate::workspace::protected::OwnFiles;
 use crate::workspace::Workspace;
-use framing::{Frame, FrameReader};
+use fanout::{ConnectionId, SessionEvents};
 use rpc::Incoming;
 
-/// Messages for stdout, already serialized, not yet framed.
+/// Messages for one connection, already serialized, not yet framed.
 #[derive(Clone)]
 pub struct Outbound {
     tx: mpsc::UnboundedSender<Vec<u8>>,
     /// The real stdout, written directly when it can be (see `stdout`); `None` for an
-    /// in-process driver that reads the channel.
+    /// in-process driver that reads the channel and for a WebSocket connection.
     stdout: Option<Arc<stdout::Shared>>,
+    /// Bytes sent into the channel and not yet written by a WebSocket connection's writer
+    /// task (`None` for stdout, which counts its own backlog, and in-process drivers).
+    queued_bytes: Option<Arc<AtomicUsize>>,
 }
 
 impl Outbound {
@@ -56,9 +64,15 @@ impl Outbound {
         };
         match &self.stdout {
             Some(stdout) => stdout.send(&self.tx, body),
-            // In-process drivers read the channel; the writer is gone only when stdout closed.
+            // In-process drivers and WebSocket writers read the channel; it is closed only
+            // when the connection is gone.
             None => {
-                let _ = self.tx.send(body);
+                let size = body.len();
+                if self.tx.send(body).is_ok() {
+                    if let Some(queued) = &self.queued_bytes {
+                        queued.fetch_add(size, Ordering::AcqRel);
+                    }
+                }
             }
         }
     }
@@ -69,242 +83,201 @@ impl Outbound {
             Err(error) => self.send(rpc::error_message(id, &error)),
         }
     }
-}
 
-impl Outbound {
     /// Bytes waiting to be written to a client that reads slowly or not at all (0 for an
     /// in-process driver, which reads its channel).
     fn backlog_bytes(&self) -> usize {
-        self.stdout
-            .as_ref()
-            .map_or(0, |stdout| stdout.backlog_bytes())
-    }
-}
-
-/// One session's events on the native face.
-///
-/// A client that stops reading would make tandem hold everything it sends (a command that
-/// floods output: gigabytes). So past `outbound_buffer_bytes` of backlog, streamed pieces are
-/// dropped; the first event of the session that goes out after them is preceded by one
-/// `streamTruncated` that stands for them, numbered with the last dropped piece's `seq`, so
-/// the client still sees every `seq` accounted for. Stored events are never dropped: the
-/// assistant message and the call's final update carry what the pieces did, so the client's
-/// picture is whole again once it reads.
-struct NativeSink {
-    out: Outbound,
-    /// `outbound_buffer_bytes`.
-    cap: usize,
-    /// Set while `dropped` holds a run, so the usual path takes no lock.
-    dropping: AtomicBool,
-    dropped: Mutex<Option<DroppedRun>>,
-}
-
-/// Streamed pieces dropped in a row for a client that did not read.
-struct DroppedRun {
-    from_seq: u64,
-    last_seq: u64,
-    turn_id: Option<String>,
-    count: u64,
-    bytes: u64,
-}
-
-impl EventSink for NativeSink {
-    fn emit(&self, session_id: &str, seq: u64, turn_id: Option<&str>, event: &Event) {
-        let message = rpc::event_message(session_id, seq, turn_id, event);
-        if event.is_streamed_piece() && self.out.backlog_bytes() > self.cap {
-            let mut dropped = self.dropped.lock().unwrap_or_else(PoisonError::into_inner);
-            let run = dropped.get_or_insert_with(|| DroppedRun {
-                from_seq: seq,
-                last_seq: seq,
-                turn_id: None,
-                count: 0,
-                bytes: 0,
-            });
-            run.last_seq = seq;
-            run.turn_id = turn_id.map(str::to_owned);
-            run.count += 1;
-            run.bytes += message.len() as u64;
-            self.dropping.store(true, Ordering::Relaxed);
-            return;
+        match (&self.stdout, &self.queued_bytes) {
+            (Some(stdout), _) => stdout.backlog_bytes(),
+            (None, Some(queued)) => queued.load(Ordering::Acquire),
+            (None, None) => 0,
         }
-        if self.dropping.swap(false, Ordering::Relaxed) {
-            let run = self
-                .dropped
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take();
-            if let Some(run) = run {
-                tracing::info!(
-                    session = session_id,
-                    dropped = run.count,
-                    bytes = run.bytes,
-                    "the client did not read; streamed pieces were dropped"
-                );
-                self.out.send(rpc::event_message(
-                    session_id,
-                    run.last_seq,
-                    run.turn_id.as_deref(),
-                    &Event::StreamTruncated {
-                        from_seq: run.from_seq,
-                        dropped: run.count,
-                        dropped_bytes: run.bytes,
-                    },
-                ));
-            }
-        }
-        self.out.send(message);
     }
 }
 
-/// The framing shared with the writer: 0 undecided (NDJSON), 1 NDJSON, 2 Content-Length.
-fn framing_code(framing: Framing) -> u8 {
-    match framing {
-        Framing::Ndjson => 1,
-        Framing::ContentLength => 2,
+/// What every connection of one `tandem serve` process shares: the engine, the store and the
+/// live sessions (each with its [`SessionEvents`], the list of connections it sends to).
+pub(crate) struct Shared {
+    engine: Arc<EngineContext>,
+    host: Host<Arc<SessionEvents>>,
+    /// Held while a stored session is being opened, so two connections that `session/load` or
+    /// `session/attach` it at once never restore it twice.
+    opening: tokio::sync::Mutex<()>,
+    /// Whether the process listens for WebSocket clients: sessions then keep their recent
+    /// events for clients that attach again, and a connection's `initialize` does not turn
+    /// approvals off for the others (a client may attach and answer).
+    listening: bool,
+    /// Where clients attach, once the listener is bound (reported by `initialize`).
+    attach: std::sync::OnceLock<wire::AttachInfo>,
+    next_connection: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        engine: Arc<EngineContext>,
+        store: Option<tokio::task::JoinHandle<Result<Store, crate::store::StoreError>>>,
+        listening: bool,
+    ) -> Arc<Self> {
+        Arc::new(Shared {
+            host: Host::with_store_task(engine.clone(), store),
+            engine,
+            opening: tokio::sync::Mutex::new(()),
+            listening,
+            attach: std::sync::OnceLock::new(),
+            next_connection: AtomicU64::new(1),
+        })
+    }
+
+    /// End of the process: nobody answers approvals any more, so stop every turn, then let go
+    /// of the store.
+    pub(crate) async fn shut_down(&self) {
+        self.engine.set_client_can_answer(false);
+        self.host.shutdown().await;
+        self.host.close_store().await;
     }
 }
 
-/// The framing a [`framing_code`] stands for; undecided (0) answers in NDJSON.
-fn framing_from_code(code: u8) -> Framing {
-    match code {
-        2 => Framing::ContentLength,
-        _ => Framing::Ndjson,
-    }
+/// Which transport a connection came in on; they differ only in what `shutdown` ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Transport {
+    /// The process's stdin/stdout: its end (or `shutdown`) ends the process.
+    Stdio,
+    /// An attached WebSocket client: its end (or `shutdown`) ends only this connection.
+    WebSocket,
 }
 
-struct Server {
+/// One client connection: its outbound side, its handshake state and the sessions whose events
+/// it receives.
+pub(crate) struct Connection {
+    shared: Arc<Shared>,
+    id: ConnectionId,
+    transport: Transport,
     engine: Arc<EngineContext>,
     out: Outbound,
-    /// The store and the sessions of this connection; the native face keeps nothing of its own
-    /// per session.
-    host: Host<()>,
     initialized: bool,
     framing: Framing,
+    /// The sessions this connection receives events of, to let go of when it ends.
+    subscriptions: Vec<Arc<SessionEvents>>,
 }
 
 fn session_error(error: SessionError) -> RpcErrorObject {
     RpcErrorObject::new(error.kind(), error.to_string())
 }
 
-/// Run the server on stdin/stdout until `shutdown` or the end of stdin.
+/// How `tandem serve` talks to clients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// Serve the process's stdin/stdout (the default, and what editors start).
+    pub stdio: bool,
+    /// Also (or only) accept WebSocket clients (`--listen ws://HOST:PORT`).
+    pub websocket: Option<listen::ListenOptions>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            stdio: true,
+            websocket: None,
+        }
+    }
+}
+
+/// Run the server until `shutdown` or the end of stdin (or, listening without stdio, until
+/// SIGINT or SIGTERM).
 ///
 /// Sessions are stored in `data_dir/tandem.sqlite3` (default: the user's data directory).
-pub async fn serve(config: Config, data_dir: Option<PathBuf>) -> anyhow::Result<()> {
+pub async fn serve(
+    config: Config,
+    data_dir: Option<PathBuf>,
+    options: ServeOptions,
+) -> anyhow::Result<()> {
     let path = crate::store::default_database_path(data_dir.as_deref());
     // The agent may not edit tandem's own config or its permission store, by any path.
     let own_files = OwnFiles::new(config.source_path.as_deref(), Some(&path));
     let opening = tokio::task::spawn_blocking(move || Store::open(&path));
-    let (tx, rx) = mpsc::unbounded_channel();
-    let framing = Arc::new(AtomicU8::new(0));
-    let (stdout, writer) = stdout::spawn_writer(rx, framing.clone()).map_err(|e| {
-        anyhow::anyhow!("cannot write to stdout ({e}); start tandem with stdout open")
-    })?;
-    let out = Outbound {
-        tx,
-        stdout: Some(stdout),
-    };
-    let result = run(
-        config,
-        own_files,
-        tokio::io::stdin(),
-        out,
-        framing,
-        Some(opening),
-    )
-    .await;
-    // All senders are dropped by now, so the writer drains what is queued and exits.
-    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
-    result
-}
-
-/// The read loop, generic over the input so tests and benchmarks can drive it in-process.
-pub async fn run(
-    config: Config,
-    own_files: OwnFiles,
-    input: impl AsyncRead + Unpin,
-    out: Outbound,
-    framing_shared: Arc<AtomicU8>,
-    store: Option<tokio::task::JoinHandle<Result<Store, crate::store::StoreError>>>,
-) -> anyhow::Result<()> {
     let engine = EngineContext::new(config, own_files);
-    let mut server = Server {
-        engine: engine.clone(),
-        out,
-        host: Host::with_store_task(engine, store),
-        initialized: false,
-        framing: Framing::Ndjson,
+    let shared = Shared::new(engine, Some(opening), options.websocket.is_some());
+    let listener = match &options.websocket {
+        Some(listen) => {
+            let dir = crate::store::default_database_path(data_dir.as_deref())
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default();
+            Some(listen::start(shared.clone(), listen, &dir).await?)
+        }
+        None => None,
     };
-    let mut reader = FrameReader::new(input);
-    loop {
-        let frame = match reader.next_frame().await {
-            Ok(Some(frame)) => frame,
-            Ok(None) => break,
-            Err(e) => {
-                tracing::warn!("stdin read failed: {e}; shutting down");
-                break;
-            }
-        };
-        if let Some(detected) = reader.framing() {
-            if server.framing != detected || framing_shared.load(Ordering::SeqCst) == 0 {
-                server.framing = detected;
-                framing_shared.store(framing_code(detected), Ordering::SeqCst);
-            }
-        }
-        let bytes = match frame {
-            Frame::Message(bytes) => bytes,
-            Frame::TooLarge => {
-                server.out.respond::<()>(
-                    &Value::Null,
-                    Err(RpcErrorObject::new(
-                        ErrorKind::FrameTooLarge,
-                        format!(
-                            "frame larger than {} bytes was skipped; send smaller messages (attach large files by path)",
-                            framing::MAX_FRAME_BYTES
-                        ),
-                    )),
-                );
-                continue;
-            }
-            Frame::Malformed(problem) => {
-                server.out.respond::<()>(
-                    &Value::Null,
-                    Err(RpcErrorObject::new(
-                        ErrorKind::ParseError,
-                        format!("parse error: {problem}"),
-                    )),
-                );
-                continue;
-            }
-        };
-        match rpc::decode(&bytes) {
-            Incoming::Invalid { id, error } => server.out.respond::<()>(&id, Err(error)),
-            Incoming::Response => {}
-            Incoming::Notification { method, params } => {
-                if server.handle(None, &method, params).await == Flow::Shutdown {
-                    break;
-                }
-            }
-            Incoming::Request { id, method, params } => {
-                if server.handle(Some(id), &method, params).await == Flow::Shutdown {
-                    break;
-                }
-            }
-        }
+    if options.stdio {
+        return stdio::serve_stdio(shared, listener).await;
     }
-    // End of input or shutdown: nobody can answer approvals any more, so stop every turn.
-    server.engine.set_client_can_answer(false);
-    server.host.shutdown().await;
-    server.host.close_store().await;
+    listen::until_signal().await;
+    if let Some(listener) = listener {
+        listener.stop().await;
+    }
+    shared.shut_down().await;
     Ok(())
 }
 
-#[derive(PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 enum Flow {
     Continue,
+    /// `shutdown`: the process ends (stdio) or this connection closes (WebSocket).
     Shutdown,
 }
 
-impl Server {
+impl Connection {
+    fn new(shared: Arc<Shared>, transport: Transport, out: Outbound) -> Self {
+        let id = ConnectionId(shared.next_connection.fetch_add(1, Ordering::Relaxed));
+        Connection {
+            engine: shared.engine.clone(),
+            shared,
+            id,
+            transport,
+            out,
+            initialized: false,
+            framing: Framing::Ndjson,
+            subscriptions: Vec::new(),
+        }
+    }
+
+    /// Decode one whole message and act on it.
+    async fn handle_message(&mut self, bytes: &[u8]) -> Flow {
+        match rpc::decode(bytes) {
+            Incoming::Invalid { id, error } => {
+                self.out.respond::<()>(&id, Err(error));
+                Flow::Continue
+            }
+            Incoming::Response => Flow::Continue,
+            Incoming::Notification { method, params } => self.handle(None, &method, params).await,
+            Incoming::Request { id, method, params } => {
+                self.handle(Some(id), &method, params).await
+            }
+        }
+    }
+
+    /// The connection ended: its sessions stop sending to it (they keep running).
+    pub(super) fn close(&mut self) {
+        for events in self.subscriptions.drain(..) {
+            events.unsubscribe(self.id);
+        }
+    }
+
+    /// Receive `events` from now on (nothing when this connection already does).
+    fn subscribe(&mut self, events: &Arc<SessionEvents>) {
+        events.subscribe(self.id, self.out.clone());
+        if !self.subscriptions.iter().any(|e| Arc::ptr_eq(e, events)) {
+            self.subscriptions.push(events.clone());
+        }
+    }
+
+    /// The sink of a session this connection creates or restores (no connection on it yet).
+    fn session_events(&self) -> Arc<SessionEvents> {
+        Arc::new(SessionEvents::new(
+            self.engine.config.outbound_buffer_bytes,
+            self.shared.listening,
+        ))
+    }
+
     /// A reply closure that writes the response for `id` (nothing for a notification).
     fn reply<T: Serialize + 'static, U: 'static>(
         &self,
@@ -327,22 +300,15 @@ impl Server {
 
     /// The store, waiting for it to finish opening if needed.
     async fn store(&self) -> Result<Option<Store>, RpcErrorObject> {
-        self.host
+        self.shared
+            .host
             .store()
             .await
             .map_err(|e| RpcErrorObject::new(ErrorKind::Internal, e.to_string()))
     }
-    fn sink(&self) -> Arc<dyn EventSink> {
-        Arc::new(NativeSink {
-            out: self.out.clone(),
-            cap: self.engine.config.outbound_buffer_bytes,
-            dropping: AtomicBool::new(false),
-            dropped: Mutex::new(None),
-        })
-    }
-
     fn session(&self, session_id: &str) -> Result<SessionHandle, RpcErrorObject> {
-        self.host
+        self.shared
+            .host
             .get(session_id)
             .map(|live| live.handle)
             .ok_or_else(|| {
@@ -355,9 +321,13 @@ impl Server {
 
     async fn handle(&mut self, id: Option<Value>, method: &str, params: Value) -> Flow {
         if method == method::SHUTDOWN {
-            // From here nobody answers approvals; turns end with the disconnect notice.
-            self.engine.set_client_can_answer(false);
-            self.host.shutdown().await;
+            if self.transport == Transport::Stdio {
+                // From here nobody answers approvals; turns end with the disconnect notice.
+                self.engine.set_client_can_answer(false);
+                self.shared.host.shutdown().await;
+            }
+            // An attached client's `shutdown` ends only its own connection: the sessions are
+            // the stdio client's (or the listening process's) and others may be attached.
             self.answer(&id, Ok(Value::Null));
             return Flow::Shutdown;
         }
@@ -404,7 +374,11 @@ impl Server {
                     .as_ref()
                     .and_then(|c| c.approvals)
                     .unwrap_or(true);
-                self.engine.set_client_can_answer(can_answer);
+                // A listening process keeps asking: an attached client may answer even when
+                // this one cannot.
+                if !self.shared.listening {
+                    self.engine.set_client_can_answer(can_answer);
+                }
                 self.initialized = true;
                 let config = &self.engine.config;
                 let models = model_catalog(config);
@@ -417,10 +391,11 @@ impl Server {
                             version: env!("CARGO_PKG_VERSION").to_owned(),
                         },
                         capabilities: wire::ServerCapabilities {
-                            session_store: self.host.has_store().await,
+                            session_store: self.shared.host.has_store().await,
                             framing: self.framing,
                             image_prompts: true,
                             document_prompts: true,
+                            attach: self.shared.attach.get().cloned(),
                         },
                         models,
                         default_model: config.default_model.clone(),
@@ -472,9 +447,11 @@ impl Server {
                     p.mcp_servers.as_deref().unwrap_or_default(),
                 )
                 .await;
+                let events = self.session_events();
+                self.subscribe(&events);
                 let handle = session::spawn(
                     self.engine.clone(),
-                    self.sink(),
+                    events.clone(),
                     NewSession {
                         workspace,
                         model: model.clone(),
@@ -486,7 +463,7 @@ impl Server {
                 );
                 let session_id = handle.id().to_owned();
                 let servers = handle.clone();
-                self.host.insert(handle, p.cwd, ());
+                self.shared.host.insert(handle, p.cwd, events);
                 self.answer(
                     id,
                     Ok(wire::SessionNewResult {
@@ -513,6 +490,7 @@ impl Server {
                     p.cwd = Some(canonical.unwrap_or(cwd));
                 }
                 let sessions: Vec<wire::SessionSummary> = self
+                    .shared
                     .host
                     .list(p.cwd)
                     .await
@@ -531,57 +509,24 @@ impl Server {
             }
             method::SESSION_LOAD => {
                 let p: wire::SessionLoadParams = params(method, raw)?;
-                if let Some(entry) = self.host.get(&p.session_id) {
-                    let pending: Vec<Value> = entry.handle.shared.pending_payloads();
-                    if let Some(id) = id {
-                        let shared = entry.handle.shared.clone();
-                        let reply =
-                            load_response(shared, id.clone(), entry.cwd.clone(), pending, p.cursor);
-                        self.out.send(reply.await);
-                    }
-                    return Ok(());
-                }
-                let Some(store) = self.store().await? else {
-                    return Err(RpcErrorObject::new(
-                        ErrorKind::UnknownSession,
-                        format!(
-                            "unknown session {}; this server keeps no store",
-                            p.session_id
-                        ),
-                    ));
-                };
-                let restored =
-                    session::restore(self.engine.clone(), self.sink(), store, &p.session_id)
-                        .await
-                        .map_err(|e| {
-                            let kind = match e {
-                                session::RestoreError::NotFound(_) => ErrorKind::UnknownSession,
-                                session::RestoreError::Workspace { .. } => ErrorKind::InvalidCwd,
-                                _ => ErrorKind::Internal,
-                            };
-                            RpcErrorObject::new(kind, e.to_string())
-                        })?;
-                let cwd = restored.handle.shared.workspace.roots()[0]
-                    .display()
-                    .to_string();
+                let opened = self.open_session(&p.session_id).await?;
+                self.subscribe(&opened.events);
                 if let Some(id) = id {
-                    let shared = restored.handle.shared.clone();
                     let reply = load_response(
-                        shared,
+                        opened.handle.shared.clone(),
                         id.clone(),
-                        cwd.clone(),
-                        restored.pending,
-                        p.cursor.clone(),
+                        opened.cwd.clone(),
+                        opened.pending.clone(),
+                        p.cursor,
                     );
                     self.out.send(reply.await);
                 }
-                restored.handle.start_mcp_servers();
-                // The crashed turn continues only after the client has the load response.
-                if let Some(resume) = restored.resume {
-                    restored.handle.send(Op::Resume { resume });
-                }
-                self.host.insert(restored.handle, cwd, ());
+                opened.start();
                 Ok(())
+            }
+            method::SESSION_ATTACH => {
+                let p: wire::SessionAttachParams = params(method, raw)?;
+                self.attach(id, p).await
             }
             method::MCP_STATUS => {
                 let p: wire::SessionIdParams = params(method, raw)?;
@@ -754,29 +699,4 @@ fn model_catalog(config: &crate::config::Config) -> Vec<wire::ModelInfo> {
             parallel_tool_calls: m.parallel_tool_calls,
         })
         .collect()
-}
-
-/// Build an [`Outbound`] and its receiver, for in-process drivers (benchmarks, tests).
-pub fn outbound_channel() -> (Outbound, mpsc::UnboundedReceiver<Vec<u8>>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    (Outbound { tx, stdout: None }, rx)
-}
-
-/// An outbound side that writes framed messages to `fd` (the write end of a pipe or socket)
-/// exactly as `serve` writes its stdout: straight from the sending thread when it can, else on
-/// a writer thread. For in-process drivers that must measure the real output path, not a
-/// channel. The thread ends, and the returned handle joins, once `run` returned.
-pub fn outbound_to_fd(
-    fd: std::os::fd::OwnedFd,
-    framing: Arc<AtomicU8>,
-) -> (Outbound, std::thread::JoinHandle<()>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let (stdout, writer) = stdout::spawn_writer_on(fd, rx, framing);
-    (
-        Outbound {
-            tx,
-            stdout: Some(stdout),
-        },
-        writer,
-    )
 }

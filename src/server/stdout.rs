@@ -63,7 +63,7 @@ pub(super) struct Shared {
 
 impl Shared {
     fn framing(&self) -> Framing {
-        super::framing_from_code(self.framing.load(Ordering::SeqCst))
+        super::stdio::framing_from_code(self.framing.load(Ordering::SeqCst))
     }
 
     /// Send one message: written from the calling thread if that can be done now without
@@ -328,7 +328,7 @@ mod tests {
         for framing in [Framing::Ndjson, Framing::ContentLength] {
             let (mut reader, writer, already) = nearly_full_pipe();
             let (tx, rx) = mpsc::unbounded_channel();
-            let code = Arc::new(AtomicU8::new(super::super::framing_code(framing)));
+            let code = Arc::new(AtomicU8::new(super::super::stdio::framing_code(framing)));
             let (shared, thread) = start(writer, true, rx, code);
             let large = format!("{{\"n\":1,\"text\":\"{}\"}}", "L".repeat(6000)).into_bytes();
             let small = br#"{"n":2}"#.to_vec();

@@ -198,6 +198,7 @@ enum Command {
     EventsSince {
         session_id: String,
         after_seq: u64,
+        limit: Option<usize>,
         reply: Reply<Vec<StoredEvent>>,
     },
     IntegrityCheck {
@@ -734,16 +735,19 @@ impl Store {
         self.ask(|reply| Command::LoadSession { id, reply }).await
     }
 
-    /// Persisted events with `seq > after_seq`, in seq order.
+    /// Persisted events with `seq > after_seq`, in seq order, at most `limit` of them (a
+    /// replay reads a long session page by page).
     pub async fn events_since(
         &self,
         session_id: &str,
         after_seq: u64,
+        limit: Option<usize>,
     ) -> Result<Vec<StoredEvent>, StoreError> {
         let session_id = session_id.to_owned();
         self.ask(|reply| Command::EventsSince {
             session_id,
             after_seq,
+            limit,
             reply,
         })
         .await

@@ -26,6 +26,10 @@ pub struct SandboxPolicy {
     pub writable: Vec<PathBuf>,
     /// Read-only even inside a writable root (tandem's own config and data, for example).
     pub read_only: Vec<PathBuf>,
+    /// Files covered by an empty one, so a command cannot even read them (the attach token,
+    /// see `workspace::protected::ATTACH_TOKEN_FILE`). Under Landlock alone (no bubblewrap)
+    /// they stay readable: Landlock grants reads by folder and cannot take one file out.
+    pub hidden: Vec<PathBuf>,
     /// Whether the command may use the network; the user's choice, never the model's.
     pub network: bool,
 }
@@ -590,6 +594,13 @@ pub fn bwrap_args(
             path.display().to_string(),
         ]);
     }
+    for path in &policy.hidden {
+        args.extend([
+            "--ro-bind-try".into(),
+            "/dev/null".into(),
+            path.display().to_string(),
+        ]);
+    }
     if !policy.network {
         args.push("--unshare-net".into());
         for socket in host_unix_sockets() {
@@ -659,6 +670,7 @@ mod tests {
         let policy = SandboxPolicy {
             writable: vec![PathBuf::from("/w")],
             read_only: vec![PathBuf::from("/w/tandem.toml")],
+            hidden: Vec::new(),
             network: false,
         };
         let layered = Confinement::new(
@@ -688,6 +700,7 @@ mod tests {
                 why_not_bwrap: String::new(),
             },
             SandboxPolicy {
+                hidden: Vec::new(),
                 network: true,
                 ..policy
             },
@@ -705,6 +718,7 @@ mod tests {
                 why_not_bwrap: String::new(),
             },
             SandboxPolicy {
+                hidden: Vec::new(),
                 network: false,
                 ..alone.policy.clone()
             },
@@ -753,6 +767,7 @@ mod tests {
                 PathBuf::from("/w/.tandem.toml"),
                 PathBuf::from("/w/.git/hooks"),
             ],
+            hidden: Vec::new(),
             network: false,
         };
         let args = bwrap_args(&policy, Path::new("/w"), Path::new("/tmp/t1"), None);
@@ -769,6 +784,7 @@ mod tests {
         assert!(hooks > writable);
         let open = bwrap_args(
             &SandboxPolicy {
+                hidden: Vec::new(),
                 network: true,
                 ..policy
             },

@@ -432,6 +432,7 @@ mod tests {
                     &[root.to_path_buf()],
                     &Default::default(),
                 ),
+                hidden: Vec::new(),
                 network: false,
             },
             bwrap: Some(bwrap),

@@ -7,6 +7,14 @@
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
+/// The file in tandem's data directory that holds the token WebSocket clients attach with
+/// (`tandem serve --listen`). A command the model runs could otherwise read it and, with the
+/// network on, attach and approve its own calls: the shell sandbox covers it (see
+/// [`OwnFiles::hidden_files`]), and file tools read a file of this name only with the user's
+/// approval ([`SECRET_FILES`]) and never write one in tandem's data directory (it is one of
+/// tandem's own files).
+pub const ATTACH_TOKEN_FILE: &str = "attach-token";
+
 /// Absolute paths outside the built-in patterns that are protected too: tandem's own config
 /// file and its data directory (which holds the permission rules). A value, not a process
 /// global: each face builds it from its config and data dir and opens every workspace with it
@@ -34,6 +42,16 @@ impl OwnFiles {
     /// The paths, for the shell sandbox to mount read-only.
     pub fn paths(&self) -> &[PathBuf] {
         &self.0
+    }
+
+    /// The secret files among tandem's own that exist now (the attach token), for the shell
+    /// sandbox to cover with an empty file: a read-only mount still lets a command read.
+    pub fn hidden_files(&self) -> Vec<PathBuf> {
+        self.0
+            .iter()
+            .map(|dir| dir.join(ATTACH_TOKEN_FILE))
+            .filter(|path| path.is_file())
+            .collect()
     }
 
     fn covers(&self, absolute: &Path) -> bool {
@@ -242,6 +260,10 @@ pub enum PathPattern {
 /// (a test keeps the two equal).
 pub const SECRET_FILES: &[(PathPattern, &str)] = &[
     (PathPattern::InFolder(".ssh"), "SSH keys and config"),
+    (
+        PathPattern::Name(ATTACH_TOKEN_FILE),
+        "the token that lets a client drive tandem's sessions",
+    ),
     (PathPattern::InFolder(".aws"), "AWS credentials"),
     (PathPattern::InFolder(".gnupg"), "GnuPG keys"),
     (PathPattern::InFolder(".kube"), "Kubernetes credentials"),

@@ -18,6 +18,7 @@ mod support;
 
 mod acp;
 mod acp_raw;
+mod attach;
 mod checkpoints;
 mod command_isolation;
 mod commands;

@@ -87,6 +87,12 @@ fn cases() -> Vec<Case> {
         ),
         case(method::SESSION_LOAD, json!({}), "sessionId", "missing"),
         case(
+            method::SESSION_ATTACH,
+            json!({"sessionId": s, "fromSeq": "7"}),
+            "fromSeq",
+            "expected u64",
+        ),
+        case(
             method::PROMPT,
             json!({"sessionId": s, "content": 5}),
             "content",

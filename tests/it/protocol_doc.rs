@@ -284,6 +284,9 @@ fn check_params(m: &str, params: &Value) -> Result<(), String> {
         method::SESSION_LOAD => {
             round_trip::<SessionLoadParams>(params)?;
         }
+        method::SESSION_ATTACH => {
+            round_trip::<SessionAttachParams>(params)?;
+        }
         method::STOP | method::RETRY => {
             round_trip::<SessionIdParams>(params)?;
         }
@@ -392,6 +395,7 @@ fn check_result(m: &str, result: &Value) -> Result<(), String> {
         | method::SET_MODE
         | method::MCP_TRUST
         | method::HOOKS_TRUST
+        | method::SESSION_ATTACH
         | method::SESSION_DELETE => {
             round_trip::<EmptyResult>(result)?;
         }
@@ -1013,6 +1017,10 @@ fn full_params(m: &str) -> Vec<Value> {
         method::SESSION_LIST => vec![v(&SessionListParams {
             cwd: Some("/".into()),
         })],
+        method::SESSION_ATTACH => vec![v(&SessionAttachParams {
+            session_id: "s".into(),
+            from_seq: Some(12),
+        })],
         method::SESSION_LOAD => vec![
             v(&SessionLoadParams {
                 session_id: "s".into(),
@@ -1109,6 +1117,10 @@ fn full_results(m: &str) -> Vec<Value> {
                 framing: Framing::Ndjson,
                 image_prompts: true,
                 document_prompts: true,
+                attach: Some(AttachInfo {
+                    url: "ws://127.0.0.1:7777".into(),
+                    token_file: "/home/ada/.local/share/tandem/attach-token".into(),
+                }),
             },
             models: vec![full_model_info()],
             default_model: "m".into(),
@@ -1191,6 +1203,7 @@ fn full_results(m: &str) -> Vec<Value> {
         | method::SET_MODE
         | method::MCP_TRUST
         | method::HOOKS_TRUST
+        | method::SESSION_ATTACH
         | method::SESSION_DELETE => {
             vec![v(&EmptyResult {})]
         }

@@ -1292,3 +1292,46 @@ fn python_sleepers_in(dir: &std::path::Path) -> Vec<i32> {
         })
         .collect()
 }
+
+/// With `--listen`, the attach token lets a client approve calls. A command the model runs,
+/// even with the network on (so it could reach the listener), reads an empty file in its place;
+/// `read_file` of it is refused outside the workspace and asks inside one (a secret name).
+#[tokio::test]
+async fn commands_cannot_read_the_attach_token() {
+    let mock = MockLlm::start().await;
+    let ws = workspace();
+    let data = tempfile::tempdir().expect("data dir");
+    let token_path = canonical(data.path()).join("attach-token");
+    mock.push(Script::tool_call_reply(
+        "c1",
+        "shell",
+        json!({"command": format!("cat '{}'; echo end-of-token", token_path.display())}),
+    ));
+    mock.push(Script::text_reply("done"));
+    let t = Tandem::start_with(
+        TandemOptions::with_mock(&mock)
+            .data_dir(data.path())
+            .arg("--listen")
+            .arg("stdio")
+            .arg("--listen")
+            .arg("ws://127.0.0.1:0"),
+    )
+    .await;
+    let token = std::fs::read_to_string(&token_path).expect("the token file is written at start");
+    assert_eq!(token.len(), 64, "a token: {token}");
+    let sid = t.new_session_in(ws.path(), "fullAuto").await;
+    t.request_ok("setNetworkAccess", json!({"sessionId": sid, "allow": true}))
+        .await;
+    t.prompt(&sid, "read the token").await;
+    t.wait_turn_ended(&sid).await;
+    let result = tool_results(&mock.request(1))
+        .into_iter()
+        .find(|(id, _)| id == "c1")
+        .map(|(_, text)| text)
+        .unwrap_or_default();
+    assert!(result.contains("end-of-token"), "the command ran: {result}");
+    assert!(
+        !result.contains(token.trim()),
+        "the command read the attach token: {result}"
+    );
+}

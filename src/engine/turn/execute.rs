@@ -251,13 +251,17 @@ impl Turn {
                     .unwrap_or(shell::DEFAULT_TIMEOUT)
                     .min(shell::MAX_TIMEOUT);
                 let roots = self.session.workspace.roots().to_vec();
-                let read_only = {
+                let (read_only, hidden) = {
                     let roots = roots.clone();
                     let own_files = self.session.workspace.own_files().clone();
-                    let fallback = own_files.paths().to_vec();
-                    // It looks at the roots' `.git` entries, so it runs off the async workers.
+                    let fallback = (own_files.paths().to_vec(), Vec::new());
+                    // It looks at the roots' `.git` entries and tandem's data directory, so it
+                    // runs off the async workers.
                     tokio::task::spawn_blocking(move || {
-                        sandbox::read_only_paths(&roots, &own_files)
+                        (
+                            sandbox::read_only_paths(&roots, &own_files),
+                            own_files.hidden_files(),
+                        )
                     })
                     .await
                     .unwrap_or(fallback)
@@ -267,6 +271,7 @@ impl Turn {
                     SandboxPolicy {
                         writable: roots,
                         read_only,
+                        hidden,
                         network: self.session.settings().allow_network,
                     },
                 );

@@ -280,7 +280,7 @@ async fn load_returns_history_inbox_rules_started_tools_and_usage() {
             },
         ]
     );
-    let events = store.events_since("s1", 1).await.unwrap();
+    let events = store.events_since("s1", 1, None).await.unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].seq, 3);
     assert_eq!(events[0].event_type, "assistantMessage");

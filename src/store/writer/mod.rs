@@ -356,9 +356,10 @@ impl Writer {
             Command::EventsSince {
                 session_id,
                 after_seq,
+                limit,
                 reply,
             } => (
-                answer(reply, events_since(conn, &session_id, after_seq)),
+                answer(reply, events_since(conn, &session_id, after_seq, limit)),
                 None,
             ),
             Command::IntegrityCheck { reply } => (answer(reply, integrity_check(conn)), None),

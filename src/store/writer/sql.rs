@@ -441,13 +441,16 @@ pub(super) fn events_since(
     conn: &Connection,
     session_id: &str,
     after_seq: u64,
+    limit: Option<usize>,
 ) -> Result<Vec<StoredEvent>, StoreError> {
+    // SQLite reads a negative LIMIT as none.
+    let limit = limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
     let events = conn
         .prepare_cached(
             "SELECT seq, turn_id, type, json FROM events
-             WHERE session_id = ?1 AND seq > ?2 ORDER BY seq",
+             WHERE session_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
         )?
-        .query_map(params![session_id, to_i64(after_seq)], |row| {
+        .query_map(params![session_id, to_i64(after_seq), limit], |row| {
             Ok(StoredEvent {
                 seq: to_u64(row.get(0)?),
                 turn_id: row.get(1)?,

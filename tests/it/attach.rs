@@ -1,0 +1,200 @@
+//! `tandem serve --listen ws://…` (DESIGN 7.5) against a real WebSocket client: the Python
+//! `websockets` library (PyPI, pinned by `tests/ws/setup`) driving `tests/ws/client.py`.
+//!
+//! Each test starts the mock LLM on loopback, queues the scripts its scenario needs, writes a
+//! config pointing at the mock, and runs the client, which starts the real binary, reads the
+//! address from its stderr and the token from the data directory. The client prints one
+//! `PASS`/`FAIL` line per check (`INFO` lines carry figures); the test shows them and fails on
+//! any `FAIL`, then checks what the mock and the disk say. Without the client the test fails and
+//! says to run `tests/ws/setup` (which `scripts/test` runs).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::support::mock_llm::Deltas;
+use crate::support::*;
+use serde_json::json;
+
+const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
+
+fn python() -> PathBuf {
+    let venv = std::env::var_os("TANDEM_WS_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            dirs::home_dir()
+                .expect("a home directory")
+                .join(".cache/tandem/ws-venv")
+        });
+    let python = venv.join("bin/python");
+    let ok = std::process::Command::new(&python)
+        .args(["-c", "import websockets.asyncio.client"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "websockets is not installed at {}; run tests/ws/setup first",
+        venv.display()
+    );
+    python
+}
+
+struct Fixture {
+    mock: MockLlm,
+    ws: tempfile::TempDir,
+    data: tempfile::TempDir,
+    config: PathBuf,
+}
+
+impl Fixture {
+    async fn new() -> Fixture {
+        let mock = MockLlm::start().await;
+        let data = tempfile::tempdir().expect("data dir");
+        let config = data.path().join("config.toml");
+        std::fs::write(&config, config_for(&mock)).expect("write config");
+        Fixture {
+            mock,
+            ws: workspace(),
+            data,
+            config,
+        }
+    }
+
+    /// Run one scenario of `tests/ws/client.py`, fail on any failed check, return its output.
+    async fn run(&self, scenario: &str, env: &[(&str, &str)]) -> String {
+        let mut command = tokio::process::Command::new(python());
+        command
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ws/client.py"))
+            .arg(scenario)
+            .arg("--tandem")
+            .arg(TANDEM)
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--data-dir")
+            .arg(self.data.path())
+            .arg("--cwd")
+            .arg(canonical(self.ws.path()))
+            .env("TANDEM_TEST_TIMEOUT_SECS", "30")
+            .kill_on_drop(true);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let output = tokio::time::timeout(Duration::from_secs(200), command.output())
+            .await
+            .unwrap_or_else(|_| panic!("the WebSocket client ({scenario}) did not finish in 200 s"))
+            .expect("run the WebSocket client");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        println!("── websockets client, scenario {scenario}:\n{stdout}");
+        let failed: Vec<&str> = stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
+        assert!(
+            output.status.success() && failed.is_empty() && stdout.contains("PASS"),
+            "scenario {scenario} failed:\n{}\n── stderr:\n{stderr}",
+            failed.join("\n"),
+        );
+        stdout
+    }
+}
+
+#[tokio::test]
+async fn only_loopback_clients_with_the_token_and_no_foreign_origin_are_admitted() {
+    let f = Fixture::new().await;
+    f.run("admission", &[]).await;
+    assert_eq!(f.mock.request_count(), 0, "no turn ran");
+}
+
+#[tokio::test]
+async fn two_clients_on_one_session_see_the_same_seq_stream_and_both_drive_it() {
+    let f = Fixture::new().await;
+    for text in ["one", "two, for B", "three", "four, for C"] {
+        f.mock.push(Script::text_reply(text));
+    }
+    f.run("two_clients", &[]).await;
+    assert_eq!(f.mock.request_count(), 4);
+}
+
+#[tokio::test]
+async fn a_websocket_client_attaches_beside_stdio_and_stdio_shutdown_ends_both() {
+    let f = Fixture::new().await;
+    f.mock.push(Script::text_reply("hello phone"));
+    f.run("stdio_and_ws", &[]).await;
+}
+
+#[tokio::test]
+async fn an_approval_answered_by_the_second_client_wins_and_the_first_is_told() {
+    let f = Fixture::new().await;
+    f.mock.push(Script::tool_call_reply(
+        "w1",
+        "write_file",
+        json!({"path": "approved.txt", "content": "from B\n"}),
+    ));
+    f.mock.push(Script::text_reply("written"));
+    f.run("approval", &[]).await;
+    assert_eq!(
+        std::fs::read_to_string(f.ws.path().join("approved.txt")).ok(),
+        Some("from B\n".to_owned())
+    );
+    let result = tool_result(&f.mock.request(1), "w1");
+    assert!(
+        result.contains("approved.txt"),
+        "the model saw the write's result: {result}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_reconnects_gets_every_event_it_missed_from_its_last_seq() {
+    let f = Fixture::new().await;
+    for _ in 0..2 {
+        f.mock.push(
+            Script::new()
+                .role()
+                .step(Step::Deltas(Deltas {
+                    count: 60,
+                    pace: Some(Duration::from_millis(15)),
+                    tag: None,
+                }))
+                .finish("stop"),
+        );
+    }
+    f.run("reconnect", &[]).await;
+}
+
+#[tokio::test]
+async fn prompt_then_stop_sent_back_to_back_over_websocket_always_stops_that_turn() {
+    let f = Fixture::new().await;
+    let pairs = 40;
+    for _ in 0..pairs {
+        // Each turn waits on the mock long past the test; only its stop ends it.
+        f.mock.push(
+            Script::new()
+                .role()
+                .step(Step::Delay(Duration::from_secs(120))),
+        );
+    }
+    f.run("order", &[("TANDEM_ORDER_PAIRS", &pairs.to_string())])
+        .await;
+}
+
+#[tokio::test]
+async fn malformed_binary_and_oversize_frames_never_end_the_server() {
+    let f = Fixture::new().await;
+    f.run("bad_frames", &[]).await;
+}
+
+#[tokio::test]
+async fn twenty_attached_clients_all_get_every_delta_of_a_streaming_turn() {
+    let f = Fixture::new().await;
+    f.mock.push(Script::text_reply("warm"));
+    f.mock.push(
+        Script::new()
+            .role()
+            .step(Step::Deltas(Deltas {
+                count: 300,
+                pace: Some(Duration::from_millis(2)),
+                tag: None,
+            }))
+            .finish("stop"),
+    );
+    let out = f.run("many", &[("TANDEM_ATTACH_CLIENTS", "20")]).await;
+    assert!(out.contains("INFO 20 clients"), "the figures are reported");
+}
