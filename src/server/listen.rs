@@ -47,6 +47,9 @@ pub const MAX_MESSAGE_BYTES: usize = super::framing::MAX_FRAME_BYTES;
 /// `seq` once it reads again, instead of tandem holding everything for it.
 pub const MAX_BACKLOG_BYTES: usize = 64 * 1024 * 1024;
 
+/// The read buffer of one connection.
+const READ_BUFFER_BYTES: usize = 8 * 1024;
+
 /// How long a client has to finish the WebSocket handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -220,7 +223,15 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, admission: Arc<
 
 /// One WebSocket client from handshake to close.
 async fn serve_connection(shared: Arc<Shared>, admission: Arc<Admission>, stream: TcpStream) {
+    // Each delta is a small frame that should leave now: without this, Nagle's algorithm holds
+    // a frame until the previous one is acknowledged, and delayed ACKs make that tens of ms.
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!("TCP_NODELAY could not be set: {e}");
+    }
+    // The library's 128 KiB read buffer per connection is most of an idle client's cost;
+    // client messages are small, and a large one still arrives (the buffer grows per read).
     let config = WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER_BYTES)
         .max_message_size(Some(MAX_MESSAGE_BYTES))
         .max_frame_size(Some(MAX_MESSAGE_BYTES));
     #[allow(

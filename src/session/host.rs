@@ -1,8 +1,9 @@
 //! The host between the faces and the sessions (after codex-rs's conversation manager): it owns
 //! the engine context, the session store (opened in the background at start-up) and the live
-//! sessions of one connection, and shuts them all down.
+//! sessions of its face, and shuts them all down.
 //!
-//! Every face (`serve`, `acp`, later `lsp` and the WebSocket attach) keeps one `Host`, so
+//! Every face (`serve`, `acp`, `lsp`) keeps one `Host` (`serve` one per process, shared by its
+//! stdio connection and every WebSocket client), so
 //! creating, finding, listing and shutting down sessions, and waiting for the store, are written
 //! once. A face keeps its own data per session in `F` (the ACP face its bridge; the native face
 //! nothing) and only translates.

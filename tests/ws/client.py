@@ -523,6 +523,8 @@ async def scenario_bad_frames(args):
     check(True, "malformed JSON gets a parse error and the connection stays")
     await a.ws.send(b"\x00binary")
     check(await a.request("models/list") is not None, "a binary frame is refused and the connection stays")
+    r = await a.request("models/list", {"pad": "y" * (2 * 1024 * 1024)})
+    check("models" in r, "a 2 MiB message is read whole")
     big = "x" * (17 * 1024 * 1024)
     try:
         await a.ws.send(json.dumps({"jsonrpc": "2.0", "id": 99, "method": "models/list", "params": {"pad": big}}))
@@ -555,11 +557,16 @@ async def scenario_many(args):
         await c.request("session/attach", {"sessionId": session, "fromSeq": owner.events[-1]["seq"]})
         clients.append(c)
     arrivals = {}  # seq -> [monotonic arrival per client]
+    by_delta = {}  # the mock's delta number -> [CLOCK_MONOTONIC ns at arrival, per client]
     def stamp(peer):
         orig = peer._incoming
         async def wrapped(msg):
             if msg.get("method") == "session/event" and msg["params"]["type"] == "assistantDelta":
-                arrivals.setdefault(msg["params"]["seq"], []).append(time.monotonic())
+                now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+                arrivals.setdefault(msg["params"]["seq"], []).append(now / 1e9)
+                number = msg["params"]["text"].strip()
+                if number.isdigit():
+                    by_delta.setdefault(int(number), []).append(now)
             await orig(msg)
         peer._incoming = wrapped
     for c in clients:
@@ -579,6 +586,10 @@ async def scenario_many(args):
         p99 = spreads[min(len(spreads) - 1, int(len(spreads) * 0.99))]
         info(f"{n} clients: fan-out spread per delta (first to last client) p50 {p50:.2f} ms, p99 {p99:.2f} ms over {len(spreads)} deltas")
     info(f"server RSS {rss_before} kB before attaching {n} clients, {rss_after} kB after their streaming turn (+{rss_after - rss_before} kB)")
+    if os.environ.get("TANDEM_ATTACH_TIMES"):
+        with open(os.environ["TANDEM_ATTACH_TIMES"], "w") as f:
+            json.dump({"clients": n, "rss_before_kb": rss_before, "rss_after_kb": rss_after,
+                       "arrivals_ns": {str(k): v for k, v in by_delta.items()}}, f)
     for c in clients:
         await c.close()
     await owner.close()
