@@ -156,13 +156,25 @@ pub(crate) fn session_error(e: SessionError) -> jsonrpc::Error {
     error(e.kind(), e.to_string())
 }
 
+/// Whether `initializationOptions` opt in to approvals through `window/showMessageRequest`
+/// even without the `window.showMessage` capability: `{"approvals": "showMessageRequest"}`.
+fn asks_with_show_message_request(options: Option<&serde_json::Value>) -> bool {
+    options
+        .and_then(|o| o.get("approvals"))
+        .and_then(serde_json::Value::as_str)
+        == Some("showMessageRequest")
+}
+
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> jsonrpc::Result<InitializeResult> {
         let caps = &params.capabilities;
         let window = caps.window.as_ref();
         let abilities = ClientAbilities {
             progress: window.and_then(|w| w.work_done_progress) == Some(true),
-            show_message: window.is_some_and(|w| w.show_message.is_some()),
+            // Emacs eglot answers `window/showMessageRequest` (with completing-read) but does
+            // not declare it, so its users opt in through `initializationOptions`.
+            show_message: window.is_some_and(|w| w.show_message.is_some())
+                || asks_with_show_message_request(params.initialization_options.as_ref()),
             show_document: window
                 .and_then(|w| w.show_document.as_ref())
                 .is_some_and(|d| d.support),

@@ -188,6 +188,19 @@ async fn without_show_message_every_approval_is_denied_without_a_request() {
 }
 
 #[tokio::test]
+async fn initialization_options_opt_in_to_approvals_without_the_capability() {
+    let f = Fixture::new().await;
+    f.mock.push(call(
+        "w1",
+        "write_file",
+        json!({"path": "a.txt", "content": "one\n"}),
+    ));
+    f.mock.push(Script::text_reply("allowed after opting in"));
+    f.run("opt_in_show_message").await;
+    assert_eq!(f.read("a.txt").as_deref(), Some("one\n"));
+}
+
+#[tokio::test]
 async fn progress_begins_reports_and_ends_and_the_answer_is_logged() {
     let f = Fixture::new().await;
     f.mock.push(

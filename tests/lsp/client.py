@@ -124,7 +124,7 @@ class Session:
             a.tandem, "lsp", "--config", a.config, "--data-dir", a.data_dir, env=env
         )
 
-    async def start(self, caps, spawned=False):
+    async def start(self, caps, spawned=False, options=None):
         a = self.args
         if not spawned:
             await self.spawn()
@@ -135,6 +135,7 @@ class Session:
                     capabilities=caps,
                     process_id=os.getpid(),
                     root_uri=root,
+                    initialization_options=options,
                 )
             ),
             TIMEOUT,
@@ -262,6 +263,17 @@ async def no_show_message(args):
     await s.command("tandem.prompt", {"text": "write a.txt"})
     await s.wait_log("denied by default")
     check("no showMessageRequest was sent", len(s.asked) == 0, repr(s.asked))
+    await s.stop()
+
+
+async def opt_in_show_message(args):
+    # eglot's case: no `window.showMessage` declared, but it answers showMessageRequest; the
+    # user opts in through initializationOptions.
+    s = Session(args, answers=["Allow once"])
+    await s.start(capabilities(show_message=False), options={"approvals": "showMessageRequest"})
+    await s.command("tandem.prompt", {"text": "write a.txt"})
+    await s.wait_log("allowed after opting in")
+    check("the approval was asked with showMessageRequest", len(s.asked) == 1, repr(len(s.asked)))
     await s.stop()
 
 
@@ -481,6 +493,7 @@ async def main():
         "initialize": initialize,
         "approvals": approvals,
         "no_show_message": no_show_message,
+        "opt_in_show_message": opt_in_show_message,
         "progress": progress,
         "ordering": ordering,
         "restart": restart,
