@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,9 +59,20 @@ const REPORT_EVERY: Duration = Duration::from_millis(100);
 /// How long the client may take to answer `window/workDoneProgress/create`.
 const CREATE_PATIENCE: Duration = Duration::from_secs(10);
 
+/// Bytes of streamed pieces that may wait for the bridge task (which waits for the client):
+/// past this, pieces are dropped, so a client that stops reading never makes tandem hold a
+/// flooding command's output. Nothing is lost that is shown: the answer is rebuilt from each
+/// stored `assistantMessage`, and progress only shows the latest text.
+const PIECE_BACKLOG_BYTES: usize = 4 * 1024 * 1024;
+
+/// One event on its way to the bridge task, with the bytes it counts against the backlog.
+type Queued = (Option<String>, Event, usize);
+
 /// The face's part of a session: what the driver and the bridge task share.
 pub struct Bridge {
-    events: mpsc::UnboundedSender<(Option<String>, Event)>,
+    events: mpsc::UnboundedSender<Queued>,
+    /// Bytes of streamed pieces sent to the bridge task and not yet taken by it.
+    piece_backlog: Arc<AtomicUsize>,
     shared: Arc<Shared>,
 }
 
@@ -83,10 +95,29 @@ pub struct BridgeSink(pub Arc<Bridge>);
 
 impl EventSink for BridgeSink {
     fn emit(&self, _session_id: &str, _seq: u64, turn_id: Option<&str>, event: &Event) {
+        let bytes = piece_bytes(event);
+        if bytes > 0 {
+            if self.0.piece_backlog.load(Ordering::Acquire) > PIECE_BACKLOG_BYTES {
+                return;
+            }
+            self.0.piece_backlog.fetch_add(bytes, Ordering::AcqRel);
+        }
         let _ = self
             .0
             .events
-            .send((turn_id.map(str::to_owned), event.clone()));
+            .send((turn_id.map(str::to_owned), event.clone(), bytes));
+    }
+}
+
+/// What a streamed piece carries, in bytes (0 for every other event).
+fn piece_bytes(event: &Event) -> usize {
+    match event {
+        Event::AssistantDelta { text } | Event::ReasoningDelta { text } => text.len().max(1),
+        Event::ToolCallUpdate {
+            output: Some(output),
+            ..
+        } => output.len().max(1),
+        _ => 0,
     }
 }
 
@@ -102,9 +133,14 @@ impl Bridge {
             asks: Mutex::new(HashMap::new()),
         });
         let (events, rx) = mpsc::unbounded_channel();
+        let piece_backlog = Arc::new(AtomicUsize::new(0));
         // The task ends when the session drops its sink and the face its bridge.
-        tokio::spawn(run(shared.clone(), rx));
-        Arc::new(Bridge { events, shared })
+        tokio::spawn(run(shared.clone(), rx, piece_backlog.clone()));
+        Arc::new(Bridge {
+            events,
+            piece_backlog,
+            shared,
+        })
     }
 
     pub fn set_handle(&self, handle: SessionHandle) {
@@ -131,13 +167,23 @@ struct TurnView {
     progress: Option<OngoingProgress<Unbounded, NotCancellable>>,
     prompt: Option<String>,
     answer: String,
+    /// Where the current assistant message's text starts in `answer`: its stored
+    /// `assistantMessage` replaces what its deltas added (some may have been dropped).
+    message_start: usize,
     last_report: Option<Instant>,
     titles: HashMap<String, String>,
 }
 
-async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<(Option<String>, Event)>) {
+async fn run(
+    shared: Arc<Shared>,
+    mut rx: mpsc::UnboundedReceiver<Queued>,
+    piece_backlog: Arc<AtomicUsize>,
+) {
     let mut turn = TurnView::default();
-    while let Some((turn_id, event)) = rx.recv().await {
+    while let Some((turn_id, event, bytes)) = rx.recv().await {
+        if bytes > 0 {
+            piece_backlog.fetch_sub(bytes, Ordering::AcqRel);
+        }
         match event {
             Event::TurnStarted { .. } => {
                 let prompt = lock(&shared.next_prompt).take();
@@ -156,6 +202,11 @@ async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<(Option<String
                     let latest = tail(&turn.answer, 80);
                     report(&mut turn, latest).await;
                 }
+            }
+            Event::AssistantMessage { text, .. } => {
+                turn.answer.truncate(turn.message_start);
+                turn.answer.push_str(&text);
+                turn.message_start = turn.answer.len();
             }
             Event::ToolCall {
                 tool_call_id,
