@@ -27,7 +27,7 @@ use tower_lsp_server::ls_types::notification::Cancel;
 use tower_lsp_server::ls_types::{
     CancelParams, MessageType, NumberOrString, ShowDocumentParams, Uri,
 };
-use tower_lsp_server::{Client, NotCancellable, OngoingProgress, Unbounded};
+use tower_lsp_server::{Cancellable, Client, OngoingProgress, Unbounded};
 
 use crate::protocol::{ApprovalOption, Decision, DiffEntry, Event, NoticeKind, TurnEndReason};
 use crate::session::{lock, DenyMemory, EventSink, Op, SessionHandle};
@@ -56,6 +56,8 @@ pub const DENY: &str = "Deny";
 const DIFF_LINES: usize = 40;
 /// At most one `report` of streamed text per this interval (tool steps are always reported).
 const REPORT_EVERY: Duration = Duration::from_millis(100);
+/// A turn's progress token is this and the turn id.
+pub const PROGRESS_TOKEN_PREFIX: &str = "tandem/";
 /// How long the client may take to answer `window/workDoneProgress/create`.
 const CREATE_PATIENCE: Duration = Duration::from_secs(10);
 
@@ -164,7 +166,7 @@ impl Bridge {
 /// The progress of the running turn and what it has said so far.
 #[derive(Default)]
 struct TurnView {
-    progress: Option<OngoingProgress<Unbounded, NotCancellable>>,
+    progress: Option<OngoingProgress<Unbounded, Cancellable>>,
     prompt: Option<String>,
     answer: String,
     /// Where the current assistant message's text starts in `answer`: its stored
@@ -380,8 +382,11 @@ async fn begin(
     client: &Client,
     turn_id: Option<&str>,
     prompt: Option<String>,
-) -> Option<OngoingProgress<Unbounded, NotCancellable>> {
-    let token = NumberOrString::String(format!("tandem/{}", turn_id.unwrap_or("turn")));
+) -> Option<OngoingProgress<Unbounded, Cancellable>> {
+    let token = NumberOrString::String(format!(
+        "{PROGRESS_TOKEN_PREFIX}{}",
+        turn_id.unwrap_or("turn")
+    ));
     match tokio::time::timeout(
         CREATE_PATIENCE,
         client.create_work_done_progress(token.clone()),
@@ -403,6 +408,9 @@ async fn begin(
         client
             .progress(token, "tandem")
             .with_message(message)
+            // The editor's cancel button sends `window/workDoneProgress/cancel`, which the
+            // ordered wrapper turns into a stop (see `ordered.rs`).
+            .with_cancel_button()
             .begin()
             .await,
     )
@@ -410,7 +418,7 @@ async fn begin(
 
 async fn report(turn: &mut TurnView, message: String) {
     if let Some(progress) = &turn.progress {
-        progress.report(message).await;
+        progress.report_with_message(message, None).await;
         turn.last_report = Some(Instant::now());
     }
 }

@@ -95,6 +95,19 @@ impl<S: LanguageServer> Service<Request> for Ordered<S> {
                 lock(&self.face.documents).apply(req.method(), req.params());
             }
             "shutdown" => self.face.state.store(SHUT_DOWN, Ordering::SeqCst),
+            // The cancel button of a turn's progress: a stop, queued here in arrival order like
+            // `tandem.stop`. Its answer has nowhere to go (a notification).
+            "window/workDoneProgress/cancel" => {
+                let ours = req
+                    .params()
+                    .and_then(|p| p.get("token"))
+                    .and_then(Value::as_str)
+                    .is_some_and(|token| token.starts_with(super::bridge::PROGRESS_TOKEN_PREFIX));
+                if ours && self.face.state.load(Ordering::SeqCst) == INITIALIZED {
+                    drop(commands::dispatch(&self.face, "tandem.stop", Value::Null));
+                }
+                return async { Ok(None) }.boxed();
+            }
             _ => {}
         }
         self.inner.call(req)

@@ -201,6 +201,21 @@ async fn initialization_options_opt_in_to_approvals_without_the_capability() {
 }
 
 #[tokio::test]
+async fn the_cancel_button_of_a_turns_progress_stops_the_turn() {
+    let f = Fixture::new().await;
+    f.mock.push(
+        Script::new()
+            .role()
+            .text("Once")
+            .delay(Duration::from_secs(60))
+            .text(" never")
+            .finish("stop")
+            .done(),
+    );
+    f.run("progress_cancel").await;
+}
+
+#[tokio::test]
 async fn progress_begins_reports_and_ends_and_the_answer_is_logged() {
     let f = Fixture::new().await;
     f.mock.push(

@@ -313,6 +313,22 @@ async def progress(args):
     await s.stop()
 
 
+async def progress_cancel(args):
+    # The progress of a turn offers a cancel button; pressing it stops the turn.
+    s = Session(args)
+    await s.start(capabilities(show_message=True, progress=True))
+    await s.command("tandem.prompt", {"text": "a long story"})
+    if await s.wait_for("progress begins", lambda: any(v.get("kind") == "begin" for _, v in s.progress)):
+        token, begin = next((t, v) for t, v in s.progress if v.get("kind") == "begin")
+        check("the progress is cancellable", begin.get("cancellable") is True, repr(begin))
+        s.client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+    ended = await s.wait_for("progress ends", lambda: any(v.get("kind") == "end" for _, v in s.progress))
+    if ended:
+        end = next(v for _, v in s.progress if v.get("kind") == "end")
+        check("cancel stops the turn", end.get("message") == "stopped", repr(end))
+    await s.stop()
+
+
 async def ordering(args):
     pairs = int(os.environ.get("TANDEM_LSP_PAIRS", "50"))
     s = Session(args)
@@ -495,6 +511,7 @@ async def main():
         "no_show_message": no_show_message,
         "opt_in_show_message": opt_in_show_message,
         "progress": progress,
+        "progress_cancel": progress_cancel,
         "ordering": ordering,
         "restart": restart,
         "commands": commands,
