@@ -150,7 +150,7 @@ pub async fn run(config: Config, options: RunOptions) -> anyhow::Result<u8> {
     let mut code = 1u8;
     while let Some(event) = events.recv().await {
         match event {
-            Event::TurnStarted { model } => {
+            Event::TurnStarted { model, .. } => {
                 println!(
                     "{}",
                     colour(color, "2", &format!("── turn started on {model}"))

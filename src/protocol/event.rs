@@ -157,6 +157,12 @@ pub enum Event {
     },
     TurnStarted {
         model: String,
+        /// The prompt that started the turn, as the user typed it (a slash command as typed,
+        /// not its expansion; its text parts joined, cut past 64 KiB), so every client attached
+        /// to the session can show who asked what. None for a retry, a resumed turn and a
+        /// compaction.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt: Option<String>,
     },
     /// A hook ran (issue 27): which event, its command, how it ended (`exitCode` null when it
     /// could not run, timed out or a signal ended it), and whether it blocked what it was for.

@@ -816,7 +816,10 @@ fn full_events() -> Vec<Event> {
         }])
     };
     let events = vec![
-        Event::TurnStarted { model: "m".into() },
+        Event::TurnStarted {
+            model: "m".into(),
+            prompt: Some("p".into()),
+        },
         Event::AssistantDelta { text: "t".into() },
         Event::ReasoningDelta { text: "t".into() },
         Event::AssistantMessage {

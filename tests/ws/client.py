@@ -332,6 +332,8 @@ async def scenario_two_clients(args):
     seqs = [s for s, _ in sa]
     check(seqs == sorted(seqs) and len(set(seqs)) == len(seqs), "seq increases", seqs)
     check(any(e["type"] == "assistantDelta" for _, e in sb), "B got the streamed deltas live")
+    prompts = [e.get("prompt") for _, e in sa if e["type"] == "turnStarted"]
+    check(prompts == ["first", "second, from B"], "turnStarted carries each prompt, whoever sent it", prompts)
     # A late attacher replays the session from fromSeq and then streams on.
     c = await server.client(name="C")
     await c.initialize()

@@ -40,7 +40,7 @@ use super::conversation::{
 use super::outbound::{project, ProjectionContext};
 use crate::config::ModelConfig;
 use crate::engine::history::{
-    Message, NoticeKind, Part, ResultStatus, Source, ToolCallRecord, UsageRecord,
+    Message, NoticeKind, Part, ResultStatus, Role, Source, ToolCallRecord, UsageRecord,
 };
 use crate::permissions::{self, suggested_prefix, RuleKind, Verdict};
 use crate::protocol::fit;
@@ -190,7 +190,34 @@ struct Turn {
 /// user message, the reply and this event reach the store together and usually share a commit.
 pub fn announce(session: &Conversation, turn_id: &str) {
     let model = session.settings().model;
-    session.emit(Some(turn_id), Event::TurnStarted { model });
+    let prompt = session.with_history(|history| {
+        history
+            .last()
+            .filter(|m| {
+                m.role == Role::User
+                    && m.meta.source == Source::User
+                    && m.meta.turn_id.as_deref() == Some(turn_id)
+            })
+            .map(|m| shown_prompt(m.meta.typed.clone().unwrap_or_else(|| m.text())))
+    });
+    session.emit(Some(turn_id), Event::TurnStarted { model, prompt });
+}
+
+/// The most of a prompt `turnStarted` carries: enough for any typed prompt, while a pasted file
+/// stays in the history (and `session/load`) rather than in every event replay.
+const SHOWN_PROMPT_BYTES: usize = 64 * 1024;
+
+fn shown_prompt(mut text: String) -> String {
+    if text.len() > SHOWN_PROMPT_BYTES {
+        let mut cut = SHOWN_PROMPT_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let left_out = text.len() - cut;
+        text.truncate(cut);
+        text.push_str(&format!("\n[tandem: {left_out} bytes not shown]"));
+    }
+    text
 }
 
 /// Run one turn to its end. The user message is already in history and the turn announced
