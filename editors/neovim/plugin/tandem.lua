@@ -26,7 +26,7 @@ end, {
 -- only when a mapping is used.
 for _, action in ipairs({ 'prompt', 'chat', 'stop', 'steer', 'model', 'mode', 'network', 'add', 'sessions', 'resume',
   'approvals', 'retry', 'new', 'restart', 'status', 'close', 'mcp', 'diff', 'undo', 'edit', 'fork',
-  'plan', 'hooks' }) do
+  'plan', 'hooks', 'share' }) do
   local plug = '<Plug>(Tandem' .. action:sub(1, 1):upper() .. action:sub(2) .. ')'
   vim.keymap.set('n', plug, function()
     require('tandem.commands').actions[action].fn()

@@ -220,6 +220,13 @@ M.subcommands = {
       return require('tandem.hooks').complete(lead, words)
     end,
   },
+  share = {
+    desc = 'what another client needs to attach to this server (URL, token, session id), offered for yanking; '
+      .. 'needs attach.listen',
+    impl = function()
+      require('tandem.attach').share()
+    end,
+  },
   diff = {
     desc = 'a tab with what a turn changed (default: the last turn; [turn]: its id or its number from the oldest)',
     impl = function(rest)
@@ -328,6 +335,9 @@ M.actions = {
   fork = { plug = 'TandemFork', desc = 'fork the session', fn = function() turns().fork('') end },
   plan = { plug = 'TandemPlan', desc = "show the model's plan", fn = function() session.show_plan() end },
   hooks = { plug = 'TandemHooks', desc = "list the session's hooks", fn = function() require('tandem.hooks').show() end },
+  share = { plug = 'TandemShare', desc = 'show what another client needs to attach', fn = function()
+    require('tandem.attach').share()
+  end },
 }
 
 --- keymaps.global = { action = lhs } of setup(): each lhs maps to the action's <Plug>.

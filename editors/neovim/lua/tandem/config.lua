@@ -22,6 +22,10 @@ local M = {}
 ---@field mcp? { trust?: string|false, refresh?: string|false, close?: string|false } keys of the :Tandem mcp list
 ---@field turn? { diff?: string|false, undo?: string|false, edit?: string|false, fork?: string|false } chat keys on a turn's prompt
 
+---@class tandem.AttachConfig Let other clients attach to this Neovim's server over WebSocket (:Tandem share).
+---@field listen? string a `ws://HOST:PORT` address (PORT 0 picks a free one); nil: stdio only, nobody can attach
+---@field allow_origins? string[] browser origins allowed to connect (each one an --allow-origin), e.g. 'http://localhost:5173'
+
 ---@class tandem.Config The setup() table; every field is optional.
 ---@field cmd? string[]|string the server command (a string is a binary path: { path, 'serve' })
 ---@field config_file? string appended as --config FILE
@@ -35,6 +39,7 @@ local M = {}
 ---@field approval? tandem.ApprovalConfig
 ---@field keymaps? tandem.KeymapsConfig
 ---@field request_timeout? integer ms
+---@field attach? tandem.AttachConfig
 
 ---@type tandem.Config
 M.defaults = {
@@ -120,6 +125,17 @@ M.defaults = {
   },
   -- How long (ms) to wait for the server to answer before reporting it as unresponsive.
   request_timeout = 10000,
+  -- Other clients (another editor, a browser page, a phone through `ssh -L`) attaching to this
+  -- server's sessions over WebSocket; :Tandem share shows what they need. Off by default.
+  attach = {
+    -- nil: the server serves only this Neovim (stdio). A 'ws://HOST:PORT' address, such as
+    -- 'ws://127.0.0.1:0' (a free port), starts it with --listen stdio --listen ADDRESS. Keep it on
+    -- loopback: the token is the only lock, and the traffic is not encrypted (tunnel it with ssh -L).
+    listen = nil,
+    -- Browser origins allowed to connect (one --allow-origin each), e.g. { 'http://localhost:5173' };
+    -- only used with `listen`. Clients that send no Origin header (editors, scripts) need none.
+    allow_origins = {},
+  },
 }
 
 ---@type tandem.Config
@@ -135,10 +151,24 @@ function M.setup(opts)
     -- Accept a plain binary path for convenience: 'tandem' means { 'tandem', 'serve' }.
     opts = vim.tbl_extend('force', opts, { cmd = { opts.cmd, 'serve' } })
   end
+  if opts.attach ~= nil then
+    vim.validate('attach', opts.attach, 'table')
+    vim.validate('attach.listen', opts.attach.listen, 'string', true)
+    if type(opts.attach.allow_origins) == 'string' then
+      -- One origin as a plain string is a list of one.
+      opts = vim.tbl_extend('force', opts, { attach = vim.tbl_extend('force', opts.attach,
+        { allow_origins = { opts.attach.allow_origins } }) })
+    end
+    vim.validate('attach.allow_origins', opts.attach.allow_origins, 'table', true)
+  end
   M.options = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts)
-  -- tbl_deep_extend merges list tables index by index; the command must be replaced whole.
+  -- tbl_deep_extend merges list tables index by index; the command and the origins must be
+  -- replaced whole.
   if opts.cmd then
     M.options.cmd = vim.deepcopy(opts.cmd)
+  end
+  if opts.attach and opts.attach.allow_origins then
+    M.options.attach.allow_origins = vim.deepcopy(opts.attach.allow_origins)
   end
   return M.options
 end
@@ -169,8 +199,22 @@ function M.server_env()
   return value, nil
 end
 
---- The full argv for the server: cmd plus --config/--data-dir when configured.
-function M.server_cmd()
+--- The `attach.listen` address when set (nil when empty or unset).
+---@return string?
+function M.attach_listen()
+  local listen = (M.options.attach or {}).listen
+  if type(listen) == 'string' and vim.trim(listen) ~= '' then
+    return vim.trim(listen)
+  end
+end
+
+--- The full argv for the server: cmd plus --config/--data-dir when configured, and with
+--- `attach.listen` set, `--listen stdio --listen ADDRESS` and one `--allow-origin` per origin.
+--- opts.attach = false leaves the listen flags out (the health check's throwaway server must not
+--- write a new token over the running server's).
+---@param opts? { attach?: boolean }
+---@return string[]
+function M.server_cmd(opts)
   local o = M.options
   local cmd = vim.deepcopy(o.cmd)
   if o.config_file then
@@ -180,6 +224,13 @@ function M.server_cmd()
   if o.data_dir then
     table.insert(cmd, '--data-dir')
     table.insert(cmd, vim.fn.expand(o.data_dir))
+  end
+  local listen = M.attach_listen()
+  if listen and not (opts and opts.attach == false) then
+    vim.list_extend(cmd, { '--listen', 'stdio', '--listen', listen })
+    for _, origin in ipairs(o.attach.allow_origins or {}) do
+      vim.list_extend(cmd, { '--allow-origin', origin })
+    end
   end
   return cmd
 end

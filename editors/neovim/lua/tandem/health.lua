@@ -22,7 +22,9 @@ function M.check()
     health.error('Neovim 0.11 or newer is required (the plugin is tested on 0.11.4 only); upgrade Neovim')
   end
 
-  local cmd = config.server_cmd()
+  -- Without the --listen flags: a throwaway server listening would write a new token over the
+  -- running server's (DATA_DIR/attach-token), so clients holding the right one would be refused.
+  local cmd = config.server_cmd({ attach = false })
   local bin = cmd[1]
   local path = vim.fn.exepath(bin)
   if path == '' then
@@ -52,6 +54,7 @@ function M.check()
   else
     health.info('no config_file set: the server uses TANDEM_CONFIG or its built-in offline `scripted` model')
   end
+  require('tandem.attach').check_health(health)
 
   -- Handshake: initialize then shutdown on a fresh server, NDJSON, bounded by a timeout.
   local init = vim.json.encode({

@@ -31,6 +31,7 @@ local S = {
   mcp = nil, -- { sessionId, servers, gen } the open session's MCP servers (tandem.mcp)
   hooks = nil, -- { sessionId, result: tandem.HooksListResult } the open session's last hooks/list (tandem.hooks)
   command_undo = nil, -- { turn, text, command } a /undo that answered, until its `rewound` event (tandem.turns)
+  attach = nil, -- { url, token_file, token?, error? } where other clients attach, when the server listens (tandem.attach)
 }
 M.state = S
 
@@ -103,6 +104,11 @@ local function on_exit(gen, code, signal)
     if config.options.config_file and output:lower():find('config', 1, true) then
       next_step = ('Fix the config file %s (the message above names the problem), then :Tandem restart.')
         :format(vim.fn.expand(config.options.config_file))
+    elseif config.attach_listen() and (output:find('--listen', 1, true) or output:find('cannot listen', 1, true)
+        or output:find('--allow-origin', 1, true) or output:find('attach token', 1, true)) then
+      -- A bad address, a port in use, a tandem without --listen: the attach setting is the cause.
+      next_step = ("Fix setup({ attach = { listen = '%s' } }) (the message above names the problem; "
+        .. "'ws://127.0.0.1:0' picks a free port), or remove it, then :Tandem restart."):format(config.attach_listen())
     else
       next_step = 'Fix what the message above names (:checkhealth tandem runs the same start-up), then :Tandem restart.'
     end
@@ -152,6 +158,7 @@ function M.start()
   S.session = nil
   S.loading = nil
   S.info = nil
+  S.attach = nil
   local client, err = rpc.start(cmd, {
     framing = config.options.framing,
     env = env,
@@ -195,6 +202,7 @@ function M.start()
         tostring(res.protocolVersion), M.PROTOCOL_VERSION), vim.log.levels.WARN)
     end
     S.info = res
+    require('tandem.attach').on_initialize(res)
     S.starting = false
     local waiting = S.waiters
     S.waiters = {}
@@ -241,6 +249,7 @@ function M.restart()
   S.plan = nil -- the next prompt starts a new session, which has no plan
   S.hooks = nil
   S.command_undo = nil
+  S.attach = nil
   require('tandem.slash').reset()
   ui().set_plan(nil)
   approval().clear()

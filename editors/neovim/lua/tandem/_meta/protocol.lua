@@ -15,9 +15,17 @@
 ---@class tandem.InitializeResult
 ---@field protocolVersion integer
 ---@field serverInfo { name: 'tandem', version: string }
----@field capabilities { sessionStore: boolean, framing: 'ndjson'|'contentLength', imagePrompts: boolean, documentPrompts: boolean }
+---@field capabilities { sessionStore: boolean, framing: 'ndjson'|'contentLength', imagePrompts: boolean, documentPrompts: boolean, attach?: tandem.AttachCapability }
 ---@field models tandem.ModelInfo[]
 ---@field defaultModel string
+
+---@class tandem.AttachCapability Where other clients attach; only when the server listens (--listen ws://…).
+---@field url string `ws://HOST:PORT`
+---@field tokenFile string the file (mode 0600) holding the token clients send (`Authorization: Bearer TOKEN` or `?token=`)
+
+---@class tandem.SessionAttachParams
+---@field sessionId string
+---@field fromSeq? integer the last seq the client has (default 0: everything kept)
 
 ---@class tandem.ModelsListResult
 ---@field models tandem.ModelInfo[]
