@@ -107,6 +107,9 @@ pub struct ListenOptions {
 /// What a handshake is checked against.
 struct Admission {
     token: String,
+    /// `DATA_DIR/attach-token`: another tandem listening on the same data directory writes its
+    /// token there, which this one accepts too (see [`serve_connection`]).
+    token_path: PathBuf,
     allowed_origins: Vec<String>,
     /// Bound to a loopback address: the `Host` must name loopback too.
     loopback: bool,
@@ -168,6 +171,7 @@ pub(crate) async fn start(
     });
     let admission = Arc::new(Admission {
         token,
+        token_path: token_path.clone(),
         allowed_origins: options.allowed_origins.clone(),
         loopback: local.ip().is_loopback(),
     });
@@ -234,11 +238,23 @@ async fn serve_connection(shared: Arc<Shared>, admission: Arc<Admission>, stream
         .read_buffer_size(READ_BUFFER_BYTES)
         .max_message_size(Some(MAX_MESSAGE_BYTES))
         .max_frame_size(Some(MAX_MESSAGE_BYTES));
+    // A second tandem started with --listen on the same data directory (another editor window)
+    // replaces the token file; its token is accepted here too, so this server's clients that
+    // read the file keep working. Whoever can read that file could drive that server anyway.
+    let current_file = tokio::fs::read_to_string(&admission.token_path)
+        .await
+        .ok()
+        .map(|text| text.trim().to_owned())
+        .filter(|text| is_token(text));
     #[allow(
         clippy::result_large_err,
         reason = "the handshake callback's signature is tungstenite's"
     )]
-    let check = move |request: &Request, response: Response| match admit(&admission, request) {
+    let check = move |request: &Request, response: Response| match admit(
+        &admission,
+        current_file.as_deref(),
+        request,
+    ) {
         Ok(()) => Ok(response),
         Err((status, why)) => Err(refusal(status, why)),
     };
@@ -333,7 +349,11 @@ fn text_frame(body: Vec<u8>) -> Message {
 }
 
 /// Whether a handshake may become a connection: `Err` carries the status and why.
-fn admit(admission: &Admission, request: &Request) -> Result<(), (StatusCode, String)> {
+fn admit(
+    admission: &Admission,
+    current_file: Option<&str>,
+    request: &Request,
+) -> Result<(), (StatusCode, String)> {
     let headers = request.headers();
     if let Some(origin) = headers.get("origin") {
         let origin = origin.to_str().unwrap_or_default().trim_end_matches('/');
@@ -375,7 +395,12 @@ fn admit(admission: &Admission, request: &Request) -> Result<(), (StatusCode, St
             .find_map(|pair| pair.strip_prefix("token="))
     });
     match bearer.or(from_query) {
-        Some(token) if same_secret(token.as_bytes(), admission.token.as_bytes()) => Ok(()),
+        Some(token)
+            if same_secret(token.as_bytes(), admission.token.as_bytes())
+                || current_file.is_some_and(|file| same_secret(token.as_bytes(), file.as_bytes())) =>
+        {
+            Ok(())
+        }
         Some(_) => Err((
             StatusCode::UNAUTHORIZED,
             format!(
@@ -389,6 +414,14 @@ fn admit(admission: &Admission, request: &Request) -> Result<(), (StatusCode, St
             ),
         )),
     }
+}
+
+/// What [`new_token`] makes: 64 lowercase hex digits.
+fn is_token(text: &str) -> bool {
+    text.len() == 64
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// `127.0.0.1`, `localhost`, `[::1]`, with or without a port.
@@ -489,6 +522,14 @@ mod tests {
         for host in ["example.com", "evil.localhost.example:1", "10.0.0.1:80", ""] {
             assert!(!is_loopback_host(host), "{host}");
         }
+    }
+
+    #[test]
+    fn tokens_are_64_hex_digits() {
+        assert!(is_token(&new_token()));
+        assert_ne!(new_token(), new_token());
+        assert!(!is_token("abc"));
+        assert!(!is_token(&"G".repeat(64)));
     }
 
     #[test]

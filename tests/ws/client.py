@@ -302,6 +302,19 @@ async def scenario_admission(args):
     c = await server.client(name="after")
     await c.initialize()
     await c.close()
+    # A second server on the same data directory replaces the token file; the first accepts
+    # the file's new token (its clients read the file) and still its own.
+    second = await Server(args).start()
+    check(second.token != server.token, "the second server wrote a new token")
+    c = await Client.connect(server, name="file token", token=second.token)
+    await c.initialize()
+    check(True, "the first server accepts the token now in the file")
+    await c.close()
+    c = await Client.connect(server, name="own token", token=server.token)
+    await c.initialize()
+    check(True, "and still its own")
+    await c.close()
+    await second.stop()
     old = server.token
     check(await server.stop() == 0, "SIGTERM ends a --listen server with status 0")
     server = await Server(args).start()
