@@ -333,15 +333,25 @@ local RENDER = {}
 
 function RENDER.turnStarted(ev)
   last_error_notice = nil
-  local row = append({ '', '━━ tandem · ' .. (ev.model or '?') .. ' ━━' }, 'Title')
+  local foreign = false
   if ev.turnId and not M.turn_by_id(ev.turnId) then
     local last = turns[#turns]
     if last and last.id == nil and not last.failed then
       last.id = ev.turnId -- the prompt's answer has not named it yet
     else
-      -- A turn this chat did not prompt (another client's): it starts at its own header.
-      M.add_turn({ id = ev.turnId, first = row, header = row + 1, last = row + 1 })
+      foreign = true -- a turn this chat did not prompt (another attached client's)
     end
+  end
+  if foreign and type(ev.prompt) == 'string' and ev.prompt ~= '' then
+    -- Show the other client's prompt under "━━ You ━━" as if typed here, then the answer.
+    M.user_prompt(ev.prompt, nil, nil, ev.turnId)
+    append({ '', '━━ tandem · ' .. (ev.model or '?') .. ' ━━' }, 'Title')
+    return
+  end
+  local row = append({ '', '━━ tandem · ' .. (ev.model or '?') .. ' ━━' }, 'Title')
+  if foreign then
+    -- Without its prompt (a retry, a resumed turn) it starts at its own header.
+    M.add_turn({ id = ev.turnId, first = row, header = row + 1, last = row + 1 })
   end
 end
 

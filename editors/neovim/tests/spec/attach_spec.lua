@@ -244,8 +244,8 @@ describe('attach (other clients over WebSocket)', function()
     other:wait(function(m)
       return m.method == 'session/event' and m.params.type == 'turnEnded' and m.params.turnId == turn_id
     end, "the second client's turn to end")
-    -- Neovim receives that turn and shows its answer (turnStarted carries no prompt text, so the
-    -- other client's prompt itself is not in the chat).
+    -- Neovim receives that turn and shows its prompt (turnStarted carries it) and its answer.
+    h.wait_chat('from the other client')
     h.wait_chat('an answer the other client asked for')
   end)
 
