@@ -289,6 +289,12 @@ pub struct Config {
     /// every other event still reaches the client in order once it reads again.
     #[serde(default = "default_outbound_buffer_bytes")]
     pub outbound_buffer_bytes: usize,
+    /// The most bytes waiting for one WebSocket client behind the message being written (`serve
+    /// --listen`): past it the client is disconnected (it attaches again from its last `seq`).
+    /// Keep it above `outbound_buffer_bytes` plus the largest message (16 MiB), or a client
+    /// reading a large answer slowly is disconnected too.
+    #[serde(default = "default_attach_backlog_bytes")]
+    pub attach_backlog_bytes: usize,
     /// The most `steer` texts queued in one turn before its next safe point; past it `steer`
     /// answers `steeringQueueFull` (what is queued is applied as one message at the safe point).
     #[serde(default = "default_max_queued_steering")]
@@ -338,6 +344,10 @@ fn default_max_tool_arguments_bytes() -> usize {
 }
 fn default_outbound_buffer_bytes() -> usize {
     32 * 1024 * 1024
+}
+fn default_attach_backlog_bytes() -> usize {
+    // Room for a full outbound buffer of streamed pieces and two messages of the 16 MiB cap.
+    64 * 1024 * 1024
 }
 fn default_max_queued_steering() -> usize {
     // A person steers a few times between two tool batches; a client in a loop does not get to
@@ -427,6 +437,7 @@ impl Config {
             max_reasoning_bytes: default_max_answer_bytes(),
             max_tool_arguments_bytes: default_max_tool_arguments_bytes(),
             outbound_buffer_bytes: default_outbound_buffer_bytes(),
+            attach_backlog_bytes: default_attach_backlog_bytes(),
             max_queued_steering: default_max_queued_steering(),
             max_queued_steering_bytes: default_max_queued_steering_bytes(),
             raw_mcp_servers: BTreeMap::new(),

@@ -342,6 +342,8 @@ impl SessionEvents {
                 if stored.seq >= until {
                     return Ok(sent);
                 }
+                // A long replay must not fill the connection's queue past its limit.
+                out.room().await;
                 match serde_json::from_str::<Event>(&stored.json) {
                     Ok(event) => out.send(rpc::event_message(
                         session_id,
@@ -473,7 +475,8 @@ mod tests {
         let events = SessionEvents::new(0, false);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         // One byte "unsent" already: past the cap of 0.
-        let queued = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(1));
+        let queued = std::sync::Arc::new(super::super::QueuedBytes::with_limit(usize::MAX));
+        queued.add(1);
         let out = Outbound {
             tx,
             stdout: None,

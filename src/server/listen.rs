@@ -17,12 +17,12 @@
 //! over [`MAX_MESSAGE_BYTES`] or a text frame that is not UTF-8 ends that connection only (the
 //! WebSocket library cannot skip one; the client attaches again from its last `seq`); a client
 //! that stops reading loses streamed pieces past `outbound_buffer_bytes` (as on stdio) and is
-//! disconnected past [`MAX_BACKLOG_BYTES`], so a stalled client never holds unbounded memory.
+//! disconnected when `attach_backlog_bytes` (64 MiB) wait behind the message being written, so a
+//! stalled client never holds unbounded memory.
 //! Does not: speak any protocol but the native one, or serve TLS (tunnel it: `ssh -L`).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,17 +35,13 @@ use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{Connection, Flow, Outbound, Shared, Transport};
+use super::{Connection, Flow, Outbound, QueuedBytes, Shared, Transport};
 use crate::protocol::{ErrorKind, RpcErrorObject};
 use crate::workspace::protected::ATTACH_TOKEN_FILE;
 
 /// The largest message a client may send (the stdio frame cap); a larger one ends the
 /// connection.
 pub const MAX_MESSAGE_BYTES: usize = super::framing::MAX_FRAME_BYTES;
-
-/// A connection whose unsent messages pass this is closed: it attaches again from its last
-/// `seq` once it reads again, instead of tandem holding everything for it.
-pub const MAX_BACKLOG_BYTES: usize = 64 * 1024 * 1024;
 
 /// The read buffer of one connection.
 const READ_BUFFER_BYTES: usize = 8 * 1024;
@@ -272,7 +268,8 @@ async fn serve_connection(shared: Arc<Shared>, admission: Arc<Admission>, stream
     };
     let (mut sink, mut frames) = websocket.split();
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    let queued = Arc::new(AtomicUsize::new(0));
+    let limit = shared.engine.config.attach_backlog_bytes;
+    let queued = Arc::new(QueuedBytes::with_limit(limit));
     let (closing, mut closed) = oneshot::channel::<()>();
     let counter = queued.clone();
     let writer = tokio::spawn(async move {
@@ -292,9 +289,10 @@ async fn serve_connection(shared: Arc<Shared>, admission: Arc<Admission>, stream
                 }
             };
             let Some(body) = body else { break };
-            let size = body.len();
+            // Counted off as it is taken, so the message being written (up to 16 MiB to a slow
+            // reader) never counts against the limit by itself: only what piles up behind it.
+            counter.written(body.len());
             let sent = sink.send(text_frame(body)).await;
-            counter.fetch_sub(size, Ordering::AcqRel);
             if sent.is_err() {
                 break;
             }
@@ -307,11 +305,16 @@ async fn serve_connection(shared: Arc<Shared>, admission: Arc<Admission>, stream
         queued_bytes: Some(queued.clone()),
     };
     let mut connection = Connection::new(shared, Transport::WebSocket, out);
-    while let Some(frame) = frames.next().await {
-        if queued.load(Ordering::Acquire) > MAX_BACKLOG_BYTES {
-            tracing::warn!("a WebSocket client stopped reading; closing it (it can attach again)");
-            break;
-        }
+    let mut stalled = false;
+    loop {
+        let frame = tokio::select! {
+            frame = frames.next() => frame,
+            () = queued.overflow_notified() => {
+                stalled = true;
+                None
+            }
+        };
+        let Some(frame) = frame else { break };
         match frame {
             Ok(Message::Text(text)) => {
                 if connection.handle_message(text.as_bytes()).await == Flow::Shutdown {
@@ -336,7 +339,15 @@ async fn serve_connection(shared: Arc<Shared>, admission: Arc<Admission>, stream
     }
     connection.close();
     drop(connection);
-    let _ = closing.send(());
+    if stalled {
+        // The writer waits for a client that does not read: end it, which closes the socket.
+        tracing::warn!(
+            "a WebSocket client left more than {limit} bytes unread; it was disconnected (it can attach again from its last seq)"
+        );
+        writer.abort();
+    } else {
+        let _ = closing.send(());
+    }
     let _ = writer.await;
 }
 

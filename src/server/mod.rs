@@ -50,9 +50,74 @@ pub struct Outbound {
     /// The real stdout, written directly when it can be (see `stdout`); `None` for an
     /// in-process driver that reads the channel and for a WebSocket connection.
     stdout: Option<Arc<stdout::Shared>>,
-    /// Bytes sent into the channel and not yet written by a WebSocket connection's writer
-    /// task (`None` for stdout, which counts its own backlog, and in-process drivers).
-    queued_bytes: Option<Arc<AtomicUsize>>,
+    /// What a WebSocket connection's writer task has not written yet (`None` for stdout, which
+    /// counts its own backlog, and in-process drivers).
+    queued_bytes: Option<Arc<QueuedBytes>>,
+}
+
+/// The bytes queued for a WebSocket connection and not yet taken by its writer; past `limit` the
+/// connection's read loop is woken to close it (a client that stopped reading and sends nothing
+/// would otherwise never be noticed).
+pub(crate) struct QueuedBytes {
+    bytes: AtomicUsize,
+    limit: usize,
+    overflow: tokio::sync::Notify,
+    /// Woken when the queue falls to half the limit: a replay waits for it between events, so
+    /// replaying a long session never trips the limit itself.
+    room: tokio::sync::Notify,
+}
+
+impl QueuedBytes {
+    pub(crate) fn with_limit(limit: usize) -> Self {
+        QueuedBytes {
+            bytes: AtomicUsize::new(0),
+            limit,
+            overflow: tokio::sync::Notify::new(),
+            room: tokio::sync::Notify::new(),
+        }
+    }
+
+    fn add(&self, size: usize) {
+        let before = self.bytes.fetch_add(size, Ordering::AcqRel);
+        if before <= self.limit && before + size > self.limit {
+            self.overflow.notify_one();
+        }
+    }
+
+    fn written(&self, size: usize) {
+        let before = self.bytes.fetch_sub(size, Ordering::AcqRel);
+        let half = self.limit / 2;
+        if before > half && before - size <= half {
+            self.room.notify_waiters();
+        }
+    }
+
+    /// Resolves once at most half the limit waits.
+    async fn room(&self) {
+        let half = self.limit / 2;
+        loop {
+            let notified = self.room.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.load() <= half {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn load(&self) -> usize {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the queue passed the limit (at once when it already has).
+    async fn overflow_notified(&self) {
+        let notified = self.overflow.notified();
+        if self.load() > self.limit {
+            return;
+        }
+        notified.await;
+    }
 }
 
 impl Outbound {
@@ -70,7 +135,7 @@ impl Outbound {
                 let size = body.len();
                 if self.tx.send(body).is_ok() {
                     if let Some(queued) = &self.queued_bytes {
-                        queued.fetch_add(size, Ordering::AcqRel);
+                        queued.add(size);
                     }
                 }
             }
@@ -84,12 +149,20 @@ impl Outbound {
         }
     }
 
+    /// For a replay: wait until a WebSocket client's queue has room (at once for stdout, whose
+    /// writer thread takes everything, and for in-process drivers).
+    async fn room(&self) {
+        if let Some(queued) = &self.queued_bytes {
+            queued.room().await;
+        }
+    }
+
     /// Bytes waiting to be written to a client that reads slowly or not at all (0 for an
     /// in-process driver, which reads its channel).
     fn backlog_bytes(&self) -> usize {
         match (&self.stdout, &self.queued_bytes) {
             (Some(stdout), _) => stdout.backlog_bytes(),
-            (None, Some(queued)) => queued.load(Ordering::Acquire),
+            (None, Some(queued)) => queued.load(),
             (None, None) => 0,
         }
     }

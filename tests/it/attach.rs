@@ -176,6 +176,40 @@ async fn prompt_then_stop_sent_back_to_back_over_websocket_always_stops_that_tur
 }
 
 #[tokio::test]
+async fn a_client_that_stops_reading_is_disconnected_and_attaches_again_without_loss() {
+    let mock = MockLlm::start().await;
+    let data = tempfile::tempdir().expect("data dir");
+    let config = data.path().join("config.toml");
+    // Streamed pieces are dropped past 256 KiB; a client is closed when 2 MiB wait behind the
+    // message being written. A context window large enough for the answers.
+    std::fs::write(
+        &config,
+        config_with(
+            &mock,
+            "outbound_buffer_bytes = 262144\nattach_backlog_bytes = 2097152",
+        )
+        .replace("context_window = 128000", "context_window = 100000000"),
+    )
+    .expect("write config");
+    let f = Fixture {
+        mock,
+        ws: workspace(),
+        data,
+        config,
+    };
+    let piece = "x".repeat(64 * 1024);
+    for _ in 0..12 {
+        f.mock.push(
+            Script::new()
+                .role()
+                .repeat(Step::Text(piece.clone()), 16)
+                .finish("stop"),
+        );
+    }
+    f.run("stalled", &[("TANDEM_STALLED_TURNS", "12")]).await;
+}
+
+#[tokio::test]
 async fn malformed_binary_and_oversize_frames_never_end_the_server() {
     let f = Fixture::new().await;
     f.run("bad_frames", &[]).await;

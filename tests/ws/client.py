@@ -611,6 +611,64 @@ async def scenario_many(args):
     await server.stop()
 
 
+async def scenario_stalled(args):
+    """A client that stops reading is disconnected once what waits for it passes the limit (attach_backlog_bytes:
+    2 MiB in this test's config) instead of tandem holding twelve 1 MiB
+    answers for it; it attaches again from its last seq and gets the rest."""
+    server = await Server(args).start()
+    owner = await server.client(name="owner")
+    await owner.initialize()
+    session = (await owner.request("session/new", {"cwd": args.cwd}))["sessionId"]
+    # max_queue=1: the library stops reading the socket once one message waits unread.
+    stalled = await connect(server.url, additional_headers={"Authorization": f"Bearer {server.token}"},
+                            max_size=None, max_queue=1, open_timeout=TIMEOUT)
+    await stalled.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                   "params": {"protocolVersion": 1}}))
+    await stalled.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/attach",
+                                   "params": {"sessionId": session}}))
+    rss_before = server.rss_kb()
+    turns = int(os.environ.get("TANDEM_STALLED_TURNS", "6"))
+    for i in range(turns):
+        await owner.request("prompt", {"sessionId": session, "content": f"a huge answer {i}"})
+        await owner.wait_for(ended_count(i + 1), f"the owner sees huge turn {i} end")
+    rss_after = server.rss_kb()
+    info(f"server RSS {rss_before} kB before {turns} answers of 1 MiB, {rss_after} kB after them, with one client not reading")
+    # Now read what the stalled client was sent: it ends with the server closing the connection,
+    # before the turn's end reached it.
+    got = []
+    closed = False
+    try:
+        while True:
+            text = await asyncio.wait_for(stalled.recv(), TIMEOUT)
+            got.append(json.loads(text))
+    except ConnectionClosed:
+        closed = True
+
+    check(closed, "the server closed the connection of the client that did not read")
+    events = [m["params"] for m in got if m.get("method") == "session/event"]
+    check(sum(e["type"] == "turnEnded" for e in events) < turns,
+          "it was closed before the last turn's end reached it", [e["type"] for e in events][-5:])
+    check(any(m.get("id") == 2 for m in got), "its attach was answered first")
+    last = events[-1]["seq"] if events else 0
+    again = await server.client(name="stalled, again")
+    await again.initialize()
+    await again.request("session/attach", {"sessionId": session, "fromSeq": last})
+    received = events + again.events
+    await again.wait_for(lambda ev: sum(e["type"] == "turnEnded" for e in events + ev) >= turns,
+                         "after attaching again from its last seq it gets every turn's end")
+    received = events + again.events
+    messages = [e for e in received if e["type"] == "assistantMessage"]
+    check(len(messages) == turns and all(len(m["text"]) == 1024 * 1024 for m in messages),
+          "and every whole answer, in the stored assistantMessages", [len(m["text"]) for m in messages])
+    stored_seqs = [e["seq"] for e in owner.events if not piece(e)]
+    check([e["seq"] for e in received if not piece(e)] == stored_seqs,
+          "every stored event exactly once across the disconnect")
+    check(server.proc.returncode is None, "the server kept running")
+    await again.close()
+    await owner.close()
+    await server.stop()
+
+
 SCENARIOS = {
     "admission": scenario_admission,
     "two_clients": scenario_two_clients,
@@ -620,6 +678,7 @@ SCENARIOS = {
     "order": scenario_order,
     "bad_frames": scenario_bad_frames,
     "many": scenario_many,
+    "stalled": scenario_stalled,
 }
 
 
