@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Writable } from 'node:stream';
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter, type MessageConnection } from 'vscode-jsonrpc/node';
+import { attachServeArgs, type AttachSettings } from './attach';
 import {
   PROTOCOL_VERSION,
   type CheckpointsResult,
@@ -30,6 +31,8 @@ export interface LaunchOptions {
   serverPath: string;
   /** Passed as `--config FILE` when set. */
   configFile?: string;
+  /** Also listen for other clients (`--listen stdio --listen ADDRESS`, `--allow-origin`); unset: stdio only. */
+  attach?: AttachSettings;
   /** Working directory of the server process. */
   cwd: string;
   env?: NodeJS.ProcessEnv;
@@ -97,8 +100,7 @@ export class TandemClient {
   /** Spawns the server and completes `initialize`. Rejects with a ServerStartError on any failure. */
   async start(): Promise<InitializeResult> {
     const o = this.options;
-    const args = ['serve'];
-    if (o.configFile) args.push('--config', o.configFile);
+    const args = serveArgs(o);
     const proc = spawn(o.serverPath, args, { cwd: o.cwd, env: o.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] });
     this.proc = proc;
 
@@ -180,9 +182,12 @@ export class TandemClient {
     });
     const early = this.exitPromise.then((info) => {
       const detail = info.stderrTail || `exit code ${info.code ?? info.signal}`;
-      const hint = o.configFile
-        ? `Fix the config file "${o.configFile}" (setting "tandem.configFile"), then run "tandem: Restart the Server".`
-        : `Check "tandem.serverPath" points at a tandem build that supports "serve", then run "tandem: Restart the Server".`;
+      // With sharing on, a bad address or a tandem older than --listen is the likelier cause than the config.
+      const hint = o.attach
+        ? `Check "tandem.attach.listen" (${o.attach.listen}) is ws://HOST:PORT, "tandem.attach.allowOrigins" holds origins like http://localhost:5173, and "tandem.serverPath" points at a tandem build that supports --listen${o.configFile ? ` (and the config file "${o.configFile}")` : ''}, then run "tandem: Restart the Server".`
+        : o.configFile
+          ? `Fix the config file "${o.configFile}" (setting "tandem.configFile"), then run "tandem: Restart the Server".`
+          : `Check "tandem.serverPath" points at a tandem build that supports "serve", then run "tandem: Restart the Server".`;
       throw new ServerStartError('exitedDuringStartup', `tandem exited during startup: ${detail}\n${hint}`, info.stderrTail);
     });
     // Once initialize has won the race, a later exit must not surface as an unhandled rejection.
@@ -324,6 +329,14 @@ export class TandemClient {
     }
     await this.exitPromise;
   }
+}
+
+/** The arguments of the server process: `serve`, the config file and, when sharing is on, the listener. */
+export function serveArgs(o: Pick<LaunchOptions, 'configFile' | 'attach'>): string[] {
+  const args = ['serve'];
+  if (o.configFile) args.push('--config', o.configFile);
+  args.push(...attachServeArgs(o.attach));
+  return args;
 }
 
 /**

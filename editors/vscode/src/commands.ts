@@ -55,6 +55,7 @@ export function registerCommands(context: vscode.ExtensionContext, c: Controller
   register('tandem.newSession', () => c.newSession());
   register('tandem.restartServer', () => c.restart());
   register('tandem.showLog', () => c.showLog());
+  register('tandem.shareSession', () => c.shareSession());
   register('tandem.mcpServers', () => c.pickMcpServer());
   register('tandem.trustHooks', () => c.trustHooks());
   register('tandem.showHooks', () => c.showHooks());

@@ -24,6 +24,7 @@ import * as fs from 'node:fs';
 import { loadAllPages } from './loadPages';
 import { buildConfig, keyEnvName, PRESETS, secretKey, type ProviderPreset } from './modelConfig';
 import { mcpPickItems, mcpServerDetails, mcpSummary, untrustedNotice, type McpServerInfo } from './mcp';
+import { attachSettings, attachTooltip, parseToken, SHARE_WARNING, sharePickItems, shareSnippet, type AttachInfo } from './attach';
 
 type ToolItem = Extract<ChatItem, { type: 'tool' }>;
 
@@ -102,6 +103,8 @@ export class Controller implements vscode.Disposable {
     return {
       serverPath,
       configFile: configFile || undefined,
+      // Off unless the user set an address: a listening server accepts other clients that hold its token.
+      attach: attachSettings(cfg.get<unknown>('attach.listen'), cfg.get<unknown>('attach.allowOrigins')),
       cwd: this.cwd,
       // Keys stored by Configure Model reach the server only here, in its environment (never in a file).
       env: { ...process.env, ...this.secretEnv },
@@ -174,6 +177,8 @@ export class Controller implements vscode.Disposable {
     // A session exists only if this is a restart of a server that had one.
     const previous = this.state.meta.sessionId;
     this.output.appendLine(`[tandem-vscode] server ${init.serverInfo.name} ${init.serverInfo.version} pid ${client.pid} ready (${init.models.length} models)`);
+    const attach = this.attachInfo();
+    if (attach) this.output.appendLine(`[tandem-vscode] other clients can attach at ${attach.url} with the token in ${attach.tokenFile} ("tandem: Share Session…")`);
     client.onEvent((e) => this.onEvent(e));
     // Negated so the Sessions command stays in the palette before the server runs and can tell.
     void vscode.commands.executeCommand('setContext', 'tandem.noSessionStore', !init.capabilities.sessionStore);
@@ -455,8 +460,10 @@ export class Controller implements vscode.Disposable {
       m.server !== 'ready'
         ? { notStarted: 'not started', starting: 'starting', crashed: 'server down', failed: 'server down' }[m.server]
         : { idle: 'idle', running: 'running', awaitingApproval: 'approval needed', awaitingAnswer: 'question' }[m.turn];
-    this.status.text = `${icon} tandem: ${m.model ?? '—'} · ${turn}`;
-    this.status.tooltip = `tandem — model ${m.model ?? 'none'}, mode ${m.mode ?? '—'}, turn ${turn}. Click to open the chat.`;
+    // A listening server takes other clients (anyone with its token): the broadcast mark keeps that in sight.
+    const attach = m.server === 'ready' ? this.attachInfo() : undefined;
+    this.status.text = `${icon} tandem: ${m.model ?? '—'} · ${turn}${attach ? ' $(broadcast)' : ''}`;
+    this.status.tooltip = `tandem — model ${m.model ?? 'none'}, mode ${m.mode ?? '—'}, turn ${turn}. Click to open the chat.${attachTooltip(attach)}`;
     this.status.backgroundColor =
       m.turn === 'awaitingApproval' || m.turn === 'awaitingAnswer' ? new vscode.ThemeColor('statusBarItem.warningBackground') : m.server === 'failed' || m.server === 'crashed' ? new vscode.ThemeColor('statusBarItem.errorBackground') : undefined;
     const mcp = mcpSummary(m.sessionId && m.server === 'ready' ? m.mcp : undefined);
@@ -1258,6 +1265,62 @@ export class Controller implements vscode.Disposable {
 
   showLog(): void {
     this.output.show(true);
+  }
+
+  /** Where other clients attach, when the running server listens (initialize's `capabilities.attach`). */
+  private attachInfo(): AttachInfo | undefined {
+    const a = this.init?.capabilities.attach;
+    return a && typeof a.url === 'string' && typeof a.tokenFile === 'string' ? a : undefined;
+  }
+
+  /**
+   * "Share Session…": what a second client (another window, a browser page, a phone through ssh -L) needs to attach
+   * to this window's server: the attach snippet (URL with the token, the token, the session id), the session id
+   * alone, or where the token file is. The token is read from its file at each use, since the server writes a new
+   * one at every start. A server that does not listen gets a message naming the setting that turns it on.
+   */
+  async shareSession(): Promise<void> {
+    await this.server();
+    const attach = this.attachInfo();
+    if (!attach) {
+      const listen = vscode.workspace.getConfiguration('tandem').get<string>('attach.listen')?.trim();
+      const text = listen
+        ? `tandem: "tandem.attach.listen" is ${listen}, but the running server does not listen for other clients: restart it ("tandem: Restart the Server").`
+        : 'tandem: this server does not listen for other clients. Set "tandem.attach.listen" (for example ws://127.0.0.1:0) and restart the server to share sessions.';
+      const action = await vscode.window.showInformationMessage(text, ...(listen ? ['Restart the Server', 'Open Setting'] : ['Open Setting']));
+      if (action === 'Open Setting') await vscode.commands.executeCommand('workbench.action.openSettings', 'tandem.attach.listen');
+      if (action === 'Restart the Server') await this.restart();
+      return;
+    }
+    const sessionId = this.state.meta.sessionId;
+    const pick = await vscode.window.showQuickPick(sharePickItems(attach, sessionId), {
+      title: 'Share the tandem session: the token lets anyone who has it drive every session of this server',
+      placeHolder: SHARE_WARNING,
+      matchOnDescription: true,
+    });
+    if (!pick) return;
+    switch (pick.action) {
+      case 'copySnippet': {
+        let text: string;
+        try {
+          text = await fs.promises.readFile(attach.tokenFile, 'utf8');
+        } catch (err) {
+          throw new Error(`Could not read the attach token from ${attach.tokenFile} (${msg(err)}): restart the server ("tandem: Restart the Server"), which writes it again.`);
+        }
+        await vscode.env.clipboard.writeText(shareSnippet(attach, parseToken(text, attach.tokenFile), sessionId));
+        void vscode.window.showInformationMessage(`tandem: the attach snippet for ${attach.url} is on the clipboard. ${SHARE_WARNING}`);
+        return;
+      }
+      case 'copySessionId':
+        await vscode.env.clipboard.writeText(sessionId ?? '');
+        void vscode.window.showInformationMessage(`tandem: the session id ${sessionId} is on the clipboard.`);
+        return;
+      case 'showTokenFile': {
+        const action = await vscode.window.showInformationMessage(`tandem: the attach token is in ${attach.tokenFile} (mode 0600; a new one at every server start).`, 'Copy Path');
+        if (action === 'Copy Path') await vscode.env.clipboard.writeText(attach.tokenFile);
+        return;
+      }
+    }
   }
 
   showError(text: string): void {

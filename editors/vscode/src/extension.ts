@@ -37,8 +37,9 @@ export function activate(context: vscode.ExtensionContext): void {
 
   context.subscriptions.push(
     vscode.workspace.onDidChangeConfiguration((e) => {
-      // A server not started yet reads the new settings when it starts.
-      if (c.started && (e.affectsConfiguration('tandem.serverPath') || e.affectsConfiguration('tandem.configFile'))) {
+      // A server not started yet reads the new settings when it starts. The attach settings are arguments of the
+      // server process too (--listen, --allow-origin): a running server takes them only by a restart.
+      if (c.started && ['tandem.serverPath', 'tandem.configFile', 'tandem.attach'].some((s) => e.affectsConfiguration(s))) {
         void vscode.window.showInformationMessage('tandem settings changed: restarting the server.');
         void c.restart();
       }

@@ -1,6 +1,7 @@
 // Types of tandem's native JSON-RPC protocol v1 (protocol.md at the repository root, and DESIGN.md §3), client side.
 // Kept free of any `vscode` import so the client, the state reducer and the tests can use them under plain node.
 
+import type { AttachInfo } from './attach';
 import type { McpServerInfo, McpServerStatus, McpToolRef } from './mcp';
 
 export const PROTOCOL_VERSION = 1;
@@ -41,7 +42,14 @@ export interface ModelInfo {
 export interface InitializeResult {
   protocolVersion: number;
   serverInfo: { name: string; version: string };
-  capabilities: { sessionStore?: boolean; framing?: string; imagePrompts?: boolean; [k: string]: unknown };
+  capabilities: {
+    sessionStore?: boolean;
+    framing?: string;
+    imagePrompts?: boolean;
+    /** Present only when the server listens for other clients (`--listen ws://…`): where they attach. */
+    attach?: AttachInfo;
+    [k: string]: unknown;
+  };
   models: ModelInfo[];
   defaultModel: string;
 }

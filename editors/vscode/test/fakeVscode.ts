@@ -127,6 +127,8 @@ export const fake = {
     | ((m: { level: 'info' | 'warning' | 'error'; text: string; actions: string[]; modal?: boolean; detail?: string }) => string | undefined | Promise<string | undefined>)
     | undefined,
   output: [] as string[],
+  /** What the extension put on the clipboard (vscode.env.clipboard), last write wins. */
+  clipboard: '',
   workspaceFolder: undefined as string | undefined,
   configListeners: [] as ((e: { affectsConfiguration(section: string): boolean }) => void)[],
   /** Changes settings as the Settings editor does: stores them, then fires onDidChangeConfiguration. */
@@ -151,6 +153,7 @@ export const fake = {
     this.tabs.length = 0;
     this.webviewProviders.clear();
     this.output.length = 0;
+    this.clipboard = '';
     this.configListeners.length = 0;
     this.statusBars.clear();
     this.missingCommands.clear();
@@ -265,6 +268,17 @@ export const window = {
     async close(tabs: Tab[]) {
       for (const t of tabs) fake.tabs.splice(fake.tabs.indexOf(t), 1);
       return true;
+    },
+  },
+};
+
+export const env = {
+  clipboard: {
+    async readText() {
+      return fake.clipboard;
+    },
+    async writeText(text: string) {
+      fake.clipboard = text;
     },
   },
 };

@@ -286,6 +286,8 @@ async function main(): Promise<number> {
       executablePath: '/usr/bin/chromium',
       headless: true,
       viewport: { width: 1440, height: 900 },
+      // The Share Session check reads what the extension copied (vscode.env.clipboard reaches the page's clipboard).
+      permissions: ['clipboard-read', 'clipboard-write'],
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     });
     const page = browser.pages()[0] ?? (await browser.newPage());
@@ -1081,6 +1083,48 @@ async function scenario(page: Page, llm: MockLlm, ws: string, server: { log: str
     const auth = llm.requests[before]?.headers.authorization;
     if (auth !== 'Bearer sk-e2e-secret-4711') throw new Error(`the provider got authorization ${JSON.stringify(auth)}`);
     await screenshot(page, 'configured-model');
+  });
+
+  // ---- Share Session: off by default; with tandem.attach.listen the server listens and the snippet is copied ----
+  await check('Share Session without tandem.attach.listen says to set it and opens the setting; set there, the server restarts listening and the command copies the attach snippet', async () => {
+    await runPalette(page, 'tandem: Share Session');
+    const toast = page.locator('.notifications-toasts .notification-toast', { hasText: 'tandem.attach.listen' }).first();
+    await toast.waitFor();
+    await screenshot(page, 'share-not-listening');
+    await toast.locator('.monaco-button', { hasText: 'Open Setting' }).click();
+    // Open Setting shows the setting itself; typed in there, as a user does, VS Code saves it and the server restarts.
+    const setting = page.locator('.settings-editor .setting-item', { hasText: 'Attach: Listen' }).first();
+    await setting.waitFor();
+    const launchesBefore = launches();
+    await setting.locator('input').first().fill('ws://127.0.0.1:0');
+    await waitFor(() => launches() === launchesBefore + 1, STEP_TIMEOUT, 'the server to restart with tandem.attach.listen');
+    const launch = tapRecords(server.log).filter((r) => r.launch !== undefined).at(-1) as { args?: string[] };
+    if (!launch.args?.join(' ').endsWith('--listen stdio --listen ws://127.0.0.1:0')) throw new Error(`the server was started with ${JSON.stringify(launch.args)}`);
+    await screenshot(page, 'share-setting');
+    // The settings editor is a modal over the workbench in this VS Code (a tab in older ones): closed by its X.
+    await page.locator('.modal-editor-header .codicon-close, .tabs-container .tab.active .tab-actions .codicon-close').first().click();
+    await page.locator('.settings-editor').waitFor({ state: 'detached' });
+    // The status bar item carries the broadcast mark while the server listens.
+    await page.locator('.statusbar-item', { hasText: /tandem: main · idle/ }).locator('.codicon-broadcast').first().waitFor();
+    await page.evaluate(() => navigator.clipboard.writeText('')).catch(() => undefined);
+    await runPalette(page, 'tandem: Share Session');
+    await page.locator('.quick-input-widget', { hasText: 'lets anyone who has it drive every session' }).waitFor();
+    await screenshot(page, 'share-pick');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Copy the attach snippet' }).first().click();
+    let copied = '';
+    const deadline = Date.now() + STEP_TIMEOUT;
+    while (!(copied = await page.evaluate(() => navigator.clipboard.readText()).catch((e: unknown) => `(clipboard unreadable: ${e})`)).startsWith('{')) {
+      if (Date.now() > deadline) throw new Error(`the clipboard holds ${JSON.stringify(copied)}, not the snippet`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const snippet = JSON.parse(copied) as { url: string; token: string; sessionId: string };
+    const token = fs.readFileSync(path.join(server.home, 'attach-token'), 'utf8').trim();
+    if (!/^[0-9a-f]{64}$/.test(token) || snippet.token !== token) throw new Error(`the snippet's token ${JSON.stringify(snippet.token)} is not the token file's ${JSON.stringify(token)}`);
+    if (!new RegExp(`^ws://127\\.0\\.0\\.1:\\d+/\\?token=${token}$`).test(snippet.url)) throw new Error(`the snippet's url is ${snippet.url}`);
+    // After the restart the extension resumed the open session with session/load: that is the one to attach to.
+    const resumed = tapRecords(server.log).filter((r) => r.method === 'session/load').at(-1)?.params?.sessionId;
+    if (!resumed || snippet.sessionId !== resumed) throw new Error(`the snippet names session ${snippet.sessionId}, the open one is ${resumed}`);
+    await screenshot(page, 'share-copied');
   });
 }
 

@@ -8,6 +8,7 @@ import '../vscodeHook';
 import { after, afterEach, before, describe, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import * as http from 'node:http';
 import * as path from 'node:path';
 import childProcess = require('node:child_process');
 import { fake, Uri, type FakeDocument } from '../fakeVscode';
@@ -230,6 +231,41 @@ describe('the extension in a fake VS Code host', () => {
     assert.deepEqual(spawned[1], [TANDEM_BIN, 'serve', '--config', cfg]);
     assert.deepEqual(viewMeta(view).models, ['mock', 'mock2']);
     assert.deepEqual(sentOf('session/new'), []);
+  });
+
+  test('tandem.attach.listen restarts the server listening; Share Session copies a URL and token the server accepts; cleared, sharing is off again', async () => {
+    const { view } = await activate({ 'tandem.serverPath': TANDEM_BIN, 'tandem.configFile': cfgFile });
+    view.send({ type: 'ready' });
+    await waitFor(() => idle(view), 10_000, 'ready');
+    assert.doesNotMatch(fake.statusBar.tooltip, /Shareable/);
+    fake.changeSettings({ 'tandem.attach.listen': 'ws://127.0.0.1:0', 'tandem.attach.allowOrigins': ['http://localhost:5173'] });
+    assert.match(fake.messages.at(-1)!.text, /restarting the server/);
+    await waitFor(() => spawned.length === 2 && idle(view), 10_000, 'the restart with the listener');
+    assert.deepEqual(spawned[1], [TANDEM_BIN, 'serve', '--config', cfgFile, '--listen', 'stdio', '--listen', 'ws://127.0.0.1:0', '--allow-origin', 'http://localhost:5173']);
+    assert.match(fake.statusBar.tooltip, /Shareable: other clients can attach at ws:\/\/127\.0\.0\.1:\d+ /);
+
+    await llm.enqueue({ steps: [say('shared answer')] });
+    view.send({ type: 'prompt', text: 'a session to share' });
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'shared answer'), 10_000, 'the turn');
+    fake.quickPickAnswers.push((items) => items.find((i: any) => i.action === 'copySnippet'));
+    await fake.commands.get('tandem.shareSession')!();
+    const snippet = JSON.parse(fake.clipboard);
+    const token = fs.readFileSync(path.join(process.env.TANDEM_HOME!, 'attach-token'), 'utf8').trim();
+    assert.match(token, /^[0-9a-f]{64}$/);
+    assert.deepEqual(snippet, { url: snippet.url, token, sessionId: viewMeta(view).sessionId });
+    assert.match(snippet.url, new RegExp(`^ws://127\\.0\\.0\\.1:\\d+/\\?token=${token}$`));
+    // The URL is the live listener's, the token its current one: the handshake is accepted with it and refused without.
+    assert.equal(await wsHandshake(snippet.url), 101);
+    assert.equal(await wsHandshake(snippet.url.replace(/\?token=.*$/, '')), 401);
+
+    fake.changeSettings({ 'tandem.attach.listen': '' });
+    await waitFor(() => spawned.length === 3 && idle(view), 10_000, 'the restart without the listener');
+    assert.deepEqual(spawned[2], [TANDEM_BIN, 'serve', '--config', cfgFile], 'origins without a listen address are not passed');
+    assert.doesNotMatch(fake.statusBar.tooltip, /Shareable/);
+    fake.clipboard = '';
+    await fake.commands.get('tandem.shareSession')!();
+    assert.match(fake.messages.at(-1)!.text, /Set "tandem\.attach\.listen"/);
+    assert.equal(fake.clipboard, '');
   });
 
   test('prompts sent before session/new answers share one session', async () => {
@@ -1344,6 +1380,30 @@ function mcpPython(): string {
 const MCP_STDIO_SERVER = path.resolve(EXT_DIR, '..', '..', 'tests', 'mcp', 'stdio_server.py');
 
 /** The pid of the n-th server the extension spawned, from its log line. */
+/** The HTTP status a WebSocket opening handshake to `url` gets: 101 when the server accepts it. */
+function wsHandshake(url: string): Promise<number> {
+  const u = new URL(url.replace(/^ws:/, 'http:'));
+  return new Promise((resolve, reject) => {
+    const req = http.request({
+      host: u.hostname,
+      port: u.port,
+      path: `${u.pathname}${u.search}`,
+      headers: { Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Key': Buffer.from('vsc-attach-nonce').toString('base64') },
+    });
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('response', (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', reject);
+    req.setTimeout(5000, () => req.destroy(new Error(`no answer to the handshake at ${url}`)));
+    req.end();
+  });
+}
+
 function spawnedPid(n: number): number {
   const line = fake.output.filter((l) => / pid \d+ ready/.test(l))[n];
   return Number(/ pid (\d+)/.exec(line ?? '')?.[1]);
