@@ -364,14 +364,21 @@ export class ChatState {
       case 'turnStarted': {
         // The prompt that started the turn, if its response has not named the turn yet: the newest prompt after
         // every item of an earlier turn (a retry's turn has no prompt of its own).
+        let claimed = false;
         for (let i = this.items.length - 1; i >= 0 && e.turnId; i--) {
           const x = this.items[i];
           if (x.turnId) break;
           if (x.type === 'user' && !x.steer) {
             x.turnId = e.turnId;
             ch.items.push(i);
+            claimed = true;
             break;
           }
+        }
+        // A turn another attached client prompted (protocol.md "WebSocket"): show its prompt, which the event
+        // carries, as this chat's own would be shown.
+        if (!claimed && e.turnId && e.prompt && !this.promptOf(e.turnId)) {
+          ch.items.push(this.push({ type: 'user', text: e.prompt, steer: false }, e.turnId));
         }
         this.meta.turn = 'running';
         this.meta.turnId = e.turnId;

@@ -107,7 +107,7 @@ interface EventBase {
 
 export type SessionEvent = EventBase &
   (
-    | { type: 'turnStarted'; model: string }
+    | { type: 'turnStarted'; model: string; /** The prompt as typed; absent for a retry, a resumed turn, /compact. */ prompt?: string }
     | { type: 'assistantDelta'; text: string }
     | { type: 'reasoningDelta'; text: string }
     | { type: 'assistantMessage'; text: string; reasoning?: string }

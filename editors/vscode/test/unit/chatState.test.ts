@@ -32,6 +32,23 @@ test('deltas stream into one assistant item that assistantMessage finalizes', ()
   assert.equal(s.items.length, 2, 'text after a finished message starts a new bubble');
 });
 
+test("a turn another attached client prompted shows that client's prompt", () => {
+  const { s, feed } = fresh();
+  feed({ type: 'turnStarted', model: 'm', prompt: 'from the phone' });
+  feed({ type: 'assistantMessage', text: 'answer' });
+  assert.equal(s.items.length, 2);
+  const u = s.items[0];
+  assert.ok(u.type === 'user' && u.text === 'from the phone' && u.turnId === 't1', JSON.stringify(u));
+  assert.equal(s.promptOf('t1'), u);
+});
+
+test("this chat's own prompt is claimed by its turnStarted, not shown twice", () => {
+  const { s, feed } = fresh();
+  s.addUser('mine');
+  feed({ type: 'turnStarted', model: 'm', prompt: 'mine' });
+  assert.equal(s.items.filter((x) => x.type === 'user').length, 1);
+});
+
 test('an empty assistantMessage with nothing streamed adds no bubble', () => {
   const { s, feed } = fresh();
   feed({ type: 'turnStarted', model: 'm' });
