@@ -128,6 +128,8 @@ export class ChatState {
   items: ChatItem[] = [];
   meta: ChatMeta = { turn: 'idle', server: 'notStarted', sessionStore: false, models: [] };
   private nextId = 1;
+  /** This chat's prompts sent and not yet named by their response (their turn) or turned into a command block. */
+  private promptsInFlight = new Set<string>();
   private lastSeq = 0;
   private readonly toolIndex = new Map<string, number>();
   private readonly requestIndex = new Map<string, number>();
@@ -142,6 +144,7 @@ export class ChatState {
   /** Clears the conversation for a loaded session, or without one for a draft; keeps server info. */
   reset(session?: { sessionId: string; model: string; mode: Mode }): void {
     this.items = [];
+    this.promptsInFlight.clear();
     this.toolIndex.clear();
     this.requestIndex.clear();
     this.currentAssistant = -1;
@@ -163,11 +166,14 @@ export class ChatState {
    */
   addUser(text: string, steer = false, draft?: string): Change {
     const item: NewItem = { type: 'user', text, steer, ...(draft !== undefined && draft !== text ? { draft } : {}) };
-    return { items: [this.push(item, steer ? this.meta.turnId : undefined)], meta: false };
+    const index = this.push(item, steer ? this.meta.turnId : undefined);
+    if (!steer) this.promptsInFlight.add(this.items[index].id);
+    return { items: [index], meta: false };
   }
 
   /** The server admitted a prompt as `turnId` (the `prompt` response): its item now carries the turn. */
   setTurnOf(itemId: string, turnId: string): Change {
+    this.promptsInFlight.delete(itemId);
     const i = this.items.findIndex((x) => x.id === itemId);
     if (i < 0 || this.items[i].turnId === turnId) return { items: [], meta: false };
     this.items[i].turnId = turnId;
@@ -179,6 +185,7 @@ export class ChatState {
    * `turnId`): the prompt line becomes the command's block, with its output under the text as typed.
    */
   commandResult(itemId: string, command: PromptCommand): Change {
+    this.promptsInFlight.delete(itemId);
     return this.toCommand(itemId, {
       name: command.name,
       ...(command.output !== undefined ? { output: command.output } : {}),
@@ -376,8 +383,9 @@ export class ChatState {
           }
         }
         // A turn another attached client prompted (protocol.md "WebSocket"): show its prompt, which the event
-        // carries, as this chat's own would be shown.
-        if (!claimed && e.turnId && e.prompt && !this.promptOf(e.turnId)) {
+        // carries, as this chat's own would be shown. Not while a prompt of this chat waits for its response: the
+        // turn is that one's (items of the turn, a hook's line, may already stand after it).
+        if (!claimed && e.turnId && e.prompt && !this.promptOf(e.turnId) && this.promptsInFlight.size === 0) {
           ch.items.push(this.push({ type: 'user', text: e.prompt, steer: false }, e.turnId));
         }
         this.meta.turn = 'running';

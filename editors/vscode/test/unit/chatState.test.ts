@@ -49,6 +49,15 @@ test("this chat's own prompt is claimed by its turnStarted, not shown twice", ()
   assert.equal(s.items.filter((x) => x.type === 'user').length, 1);
 });
 
+test("a hook's line of this chat's own turn before its turnStarted does not make the prompt look foreign", () => {
+  const { s, feed } = fresh();
+  const added = s.addUser('mine');
+  feed({ type: 'hookRan', event: 'UserPromptSubmit', command: 'true', exitCode: 0, durationMs: 1, blocked: false });
+  feed({ type: 'turnStarted', model: 'm', prompt: 'mine' });
+  s.setTurnOf(s.items[added.items[0]].id, 't1');
+  assert.equal(s.items.filter((x) => x.type === 'user').length, 1, JSON.stringify(s.items));
+});
+
 test('an empty assistantMessage with nothing streamed adds no bubble', () => {
   const { s, feed } = fresh();
   feed({ type: 'turnStarted', model: 'm' });
