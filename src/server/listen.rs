@@ -298,6 +298,8 @@ async fn serve_connection(shared: Arc<Shared>, admission: Arc<Admission>, stream
             }
         }
         let _ = sink.close().await;
+        // A replay waiting for room, or a read loop waiting for frames, learns the client is gone.
+        counter.close();
     });
     let out = Outbound {
         tx,
@@ -310,7 +312,8 @@ async fn serve_connection(shared: Arc<Shared>, admission: Arc<Admission>, stream
         let frame = tokio::select! {
             frame = frames.next() => frame,
             () = queued.overflow_notified() => {
-                stalled = true;
+                // Woken by the limit, or by the writer ending (the client went away).
+                stalled = !queued.is_closed();
                 None
             }
         };

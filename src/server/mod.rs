@@ -65,6 +65,8 @@ pub(crate) struct QueuedBytes {
     /// Woken when the queue falls to half the limit: a replay waits for it between events, so
     /// replaying a long session never trips the limit itself.
     room: tokio::sync::Notify,
+    /// Set when the writer ended (the client is gone): nobody will make room any more.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl QueuedBytes {
@@ -74,7 +76,20 @@ impl QueuedBytes {
             limit,
             overflow: tokio::sync::Notify::new(),
             room: tokio::sync::Notify::new(),
+            closed: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// The writer ended: wake a replay waiting for room (its sends now go nowhere) and the read
+    /// loop (the connection is over).
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.room.notify_waiters();
+        self.overflow.notify_one();
     }
 
     fn add(&self, size: usize) {
@@ -99,7 +114,7 @@ impl QueuedBytes {
             let notified = self.room.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.load() <= half {
+            if self.load() <= half || self.closed.load(Ordering::Acquire) {
                 return;
             }
             notified.await;
