@@ -38,6 +38,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::{Connection, Flow, Outbound, QueuedBytes, Shared, Transport};
 use crate::protocol::{ErrorKind, RpcErrorObject};
 use crate::workspace::protected::ATTACH_TOKEN_FILE;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The largest message a client may send (the stdio frame cap); a larger one ends the
 /// connection.
@@ -266,41 +267,24 @@ async fn serve_connection(shared: Arc<Shared>, admission: Arc<Admission>, stream
             return;
         }
     };
-    let (mut sink, mut frames) = websocket.split();
-    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    // One task owns the socket and moves frames both ways; the connection's read loop below
+    // takes the incoming ones from a channel. (Splitting the stream into halves polled by two
+    // tasks lost wake-ups under load: a frame stayed unread until something else woke the
+    // reader, measured as a hung `approve` in `tests/it/attach.rs`.)
+    let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (incoming_tx, mut incoming) = mpsc::unbounded_channel::<Message>();
     let limit = shared.engine.config.attach_backlog_bytes;
     let queued = Arc::new(QueuedBytes::with_limit(limit));
-    let (closing, mut closed) = oneshot::channel::<()>();
-    let counter = queued.clone();
-    let writer = tokio::spawn(async move {
-        loop {
-            let body = tokio::select! {
-                biased;
-                body = rx.recv() => body,
-                _ = &mut closed => {
-                    // The read side ended: send what is already queued (the answer to a
-                    // `shutdown`), then close.
-                    while let Ok(body) = rx.try_recv() {
-                        if sink.send(text_frame(body)).await.is_err() {
-                            break;
-                        }
-                    }
-                    None
-                }
-            };
-            let Some(body) = body else { break };
-            // Counted off as it is taken, so the message being written (up to 16 MiB to a slow
-            // reader) never counts against the limit by itself: only what piles up behind it.
-            counter.written(body.len());
-            let sent = sink.send(text_frame(body)).await;
-            if sent.is_err() {
-                break;
-            }
-        }
-        let _ = sink.close().await;
-        // A replay waiting for room, or a read loop waiting for frames, learns the client is gone.
-        counter.close();
-    });
+    let unread = Arc::new(AtomicUsize::new(0));
+    let (closing, closed) = oneshot::channel::<()>();
+    let socket = tokio::spawn(move_frames(
+        websocket,
+        rx,
+        incoming_tx,
+        queued.clone(),
+        unread.clone(),
+        closed,
+    ));
     let out = Outbound {
         tx,
         stdout: None,
@@ -310,48 +294,105 @@ async fn serve_connection(shared: Arc<Shared>, admission: Arc<Admission>, stream
     let mut stalled = false;
     loop {
         let frame = tokio::select! {
-            frame = frames.next() => frame,
+            frame = incoming.recv() => frame,
             () = queued.overflow_notified() => {
-                // Woken by the limit, or by the writer ending (the client went away).
+                // Woken by the limit, or by the socket task ending (the client went away).
                 stalled = !queued.is_closed();
                 None
             }
         };
         let Some(frame) = frame else { break };
+        unread.fetch_sub(frame.len(), Ordering::AcqRel);
         match frame {
-            Ok(Message::Text(text)) => {
-                if connection.handle_message(text.as_bytes()).await == Flow::Shutdown {
+            Message::Text(text) => {
+                let flow = connection.handle_message(text.as_bytes()).await;
+                if flow == Flow::Shutdown {
                     break;
                 }
             }
-            Ok(Message::Binary(_)) => connection.out.respond::<()>(
+            Message::Binary(_) => connection.out.respond::<()>(
                 &serde_json::Value::Null,
                 Err(RpcErrorObject::new(
                     ErrorKind::InvalidRequest,
                     "binary frames are not read; send each JSON-RPC message as one text frame",
                 )),
             ),
-            Ok(Message::Close(_)) => break,
+            Message::Close(_) => break,
             // Pings are answered by the library; pongs and raw frames carry nothing for us.
-            Ok(_) => {}
-            Err(e) => {
-                tracing::info!("a WebSocket connection ended: {e}");
-                break;
-            }
+            _ => {}
         }
     }
     connection.close();
     drop(connection);
     if stalled {
-        // The writer waits for a client that does not read: end it, which closes the socket.
+        // The socket task waits for a client that does not read: end it, which closes the
+        // socket.
         tracing::warn!(
             "a WebSocket client left more than {limit} bytes unread; it was disconnected (it can attach again from its last seq)"
         );
-        writer.abort();
+        socket.abort();
     } else {
         let _ = closing.send(());
     }
-    let _ = writer.await;
+    let _ = socket.await;
+}
+
+/// The most bytes of frames read from a client and not yet handled; past it the socket task
+/// stops reading until the connection catches up (a client sending faster than its requests are
+/// handled is held back by TCP, not buffered without bound).
+const MAX_UNREAD_BYTES: usize = 2 * MAX_MESSAGE_BYTES;
+
+/// The socket's task: sends what the connection queues, reads frames for it, until either side
+/// ends. After `closed` fires it sends what is already queued (the answer to a `shutdown`) and
+/// closes.
+async fn move_frames(
+    mut websocket: tokio_tungstenite::WebSocketStream<TcpStream>,
+    mut outgoing: mpsc::UnboundedReceiver<Vec<u8>>,
+    incoming: mpsc::UnboundedSender<Message>,
+    queued: Arc<QueuedBytes>,
+    unread: Arc<AtomicUsize>,
+    mut closed: oneshot::Receiver<()>,
+) {
+    loop {
+        let reading = unread.load(Ordering::Acquire) < MAX_UNREAD_BYTES;
+        tokio::select! {
+            _ = &mut closed => {
+                while let Ok(body) = outgoing.try_recv() {
+                    if websocket.send(text_frame(body)).await.is_err() {
+                        break;
+                    }
+                }
+                break;
+            }
+            body = outgoing.recv() => {
+                let Some(body) = body else { break };
+                // Counted off as it is taken, so the message being written (up to 16 MiB to a
+                // slow reader) never counts against the limit by itself.
+                queued.written(body.len());
+                if websocket.send(text_frame(body)).await.is_err() {
+                    break;
+                }
+            }
+            frame = websocket.next(), if reading => {
+                match frame {
+                    Some(Ok(frame)) => {
+                        unread.fetch_add(frame.len(), Ordering::AcqRel);
+                        if incoming.send(frame).is_err() {
+                            break;
+                        }
+                    }
+                    Some(Err(e)) => {
+                        tracing::info!("a WebSocket connection ended: {e}");
+                        break;
+                    }
+                    None => break,
+                }
+            }
+        }
+    }
+    let _ = websocket.close(None).await;
+    // A replay waiting for room, or the read loop waiting for frames, learns the client is gone.
+    queued.close();
 }
 
 fn text_frame(body: Vec<u8>) -> Message {
