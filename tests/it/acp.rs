@@ -23,25 +23,13 @@ fn acp_dir() -> PathBuf {
 }
 
 fn python() -> PathBuf {
-    let venv = std::env::var_os("TANDEM_ACP_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            dirs::home_dir()
-                .expect("a home directory")
-                .join(".cache/tandem/acp-venv")
-        });
-    let python = venv.join("bin/python");
-    let ok = std::process::Command::new(&python)
-        .args(["-c", "import acp"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "the ACP Python SDK is not installed at {}; run tests/acp/setup first",
-        venv.display()
-    );
-    python
+    venv_python(
+        "TANDEM_ACP_VENV",
+        "acp-venv",
+        "acp",
+        "the ACP Python SDK",
+        "tests/acp/setup",
+    )
 }
 
 struct Fixture {

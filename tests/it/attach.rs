@@ -18,25 +18,13 @@ use serde_json::json;
 const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
 
 fn python() -> PathBuf {
-    let venv = std::env::var_os("TANDEM_WS_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            dirs::home_dir()
-                .expect("a home directory")
-                .join(".cache/tandem/ws-venv")
-        });
-    let python = venv.join("bin/python");
-    let ok = std::process::Command::new(&python)
-        .args(["-c", "import websockets.asyncio.client"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "websockets is not installed at {}; run tests/ws/setup first",
-        venv.display()
-    );
-    python
+    venv_python(
+        "TANDEM_WS_VENV",
+        "ws-venv",
+        "websockets.asyncio.client",
+        "websockets",
+        "tests/ws/setup",
+    )
 }
 
 struct Fixture {

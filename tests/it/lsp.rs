@@ -17,25 +17,13 @@ use serde_json::{json, Value};
 const TANDEM: &str = env!("CARGO_BIN_EXE_tandem");
 
 fn python() -> PathBuf {
-    let venv = std::env::var_os("TANDEM_LSP_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            dirs::home_dir()
-                .expect("a home directory")
-                .join(".cache/tandem/lsp-venv")
-        });
-    let python = venv.join("bin/python");
-    let ok = std::process::Command::new(&python)
-        .args(["-c", "import pygls.lsp.client"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "pygls is not installed at {}; run tests/lsp/setup first",
-        venv.display()
-    );
-    python
+    venv_python(
+        "TANDEM_LSP_VENV",
+        "lsp-venv",
+        "pygls.lsp.client",
+        "pygls",
+        "tests/lsp/setup",
+    )
 }
 
 struct Fixture {

@@ -54,3 +54,35 @@ pub fn tool_result(request: &serde_json::Value, id: &str) -> String {
         .unwrap_or_else(|| panic!("no result for {id} in {request}"))
         .to_owned()
 }
+
+/// The Python of a test venv that a `tests/*/setup` script made: `$ENV_VAR`, else
+/// `~/.cache/tandem/<default_dir>`. Fails, naming the setup script, when `import` does not work
+/// there (nothing is skipped: a missing client is a failed test).
+pub fn venv_python(
+    env_var: &str,
+    default_dir: &str,
+    import: &str,
+    what: &str,
+    setup: &str,
+) -> std::path::PathBuf {
+    let venv = std::env::var_os(env_var)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            dirs::home_dir()
+                .expect("a home directory")
+                .join(".cache/tandem")
+                .join(default_dir)
+        });
+    let python = venv.join("bin/python");
+    let ok = std::process::Command::new(&python)
+        .args(["-c", &format!("import {import}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "{what} is not installed at {}; run {setup} first",
+        venv.display()
+    );
+    python
+}
