@@ -52,6 +52,19 @@ pub fn build_client() -> reqwest::Client {
         .unwrap_or_else(|_| reqwest::Client::new())
 }
 
+/// A POST with a JSON body written from shared pieces (see `wire::Body`), with its exact
+/// length.
+pub fn post_json(
+    builder: reqwest::RequestBuilder,
+    body: super::wire::Body,
+) -> reqwest::RequestBuilder {
+    let (body, len) = body.into_http();
+    builder
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header(reqwest::header::CONTENT_LENGTH, len)
+        .body(body)
+}
+
 /// `Retry-After` in seconds (the HTTP-date form is rare for APIs and is ignored).
 pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     headers
@@ -311,6 +324,22 @@ pub fn stream_sse<P: SseParser>(
                         }
                     };
                     let status = response.status();
+                    if status.is_redirection() {
+                        // The body is streamed from shared pieces, so the client cannot send it
+                        // again to another address; and a base URL that redirects every request
+                        // is better fixed once.
+                        let to = response
+                            .headers()
+                            .get(reqwest::header::LOCATION)
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("(no Location header)")
+                            .to_owned();
+                        let message = format!(
+                            "the provider at {url} answered HTTP {} redirecting to {to}; set base_url to the address it redirects to",
+                            status.as_u16()
+                        );
+                        return Some((Err(ProviderError::new(message, false)), State::Done));
+                    }
                     if !status.is_success() {
                         let after = retry_after(response.headers());
                         let text = response.text().await.unwrap_or_default();

@@ -10,6 +10,7 @@ pub mod gemini;
 mod http;
 pub mod openai;
 pub mod scripted;
+pub mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use futures_util::stream::BoxStream;
 use serde_json::Value;
 
 use crate::config::{Config, ProviderKind};
+pub use wire::{EncodedMessage, MessageForm};
 
 /// What a model sees: a system prompt, the projected messages, and the offered tools.
 #[derive(Debug, Clone)]
@@ -25,6 +27,11 @@ pub struct ProviderRequest {
     /// The model name sent to the provider (the config's `name`, not the client-facing id).
     pub model: String,
     pub system: String,
+    /// The conversation's first messages, already encoded by the provider this request goes
+    /// to (kept by the engine's outbound cache, in this request's [`MessageForm`]); `messages`
+    /// follow them.
+    pub encoded: Vec<Arc<EncodedMessage>>,
+    /// The rest of the conversation, typed: what the cache does not hold yet.
     pub messages: Vec<OutboundMessage>,
     pub tools: Vec<ToolSpec>,
     pub max_output_tokens: Option<u64>,
@@ -76,6 +83,28 @@ pub enum OutboundMessage {
         name: String,
         content: String,
     },
+}
+
+impl ProviderRequest {
+    /// How this request's messages are written.
+    pub fn form(&self) -> MessageForm {
+        MessageForm {
+            calls_as_text: self.tools.is_empty(),
+        }
+    }
+
+    /// Every message of the conversation in one vendor's encoding: the cached ones as they
+    /// are, then the typed ones encoded now.
+    pub fn encoded_messages(
+        &self,
+        encode: impl Fn(&OutboundMessage, MessageForm) -> EncodedMessage,
+    ) -> Vec<Arc<EncodedMessage>> {
+        let form = self.form();
+        let mut all = Vec::with_capacity(self.encoded.len() + self.messages.len());
+        all.extend(self.encoded.iter().cloned());
+        all.extend(self.messages.iter().map(|m| Arc::new(encode(m, form))));
+        all
+    }
 }
 
 /// A tool as offered to the model.
@@ -196,6 +225,12 @@ pub type ChunkStream = BoxStream<'static, Result<Chunk, ProviderError>>;
 pub trait Provider: Send + Sync {
     /// The provider kind that owns extras keyed `_<kind>.…`.
     fn kind(&self) -> &'static str;
+    /// Serialize one projected message in this vendor's wire format, for the engine's
+    /// outbound cache. `None` (the default): this provider reads typed messages only, and every
+    /// request carries the whole conversation typed.
+    fn encode(&self, _message: &OutboundMessage, _form: MessageForm) -> Option<EncodedMessage> {
+        None
+    }
     /// Start one streamed completion. The stream ends after `Finish` (and a trailing `Usage`).
     fn stream(&self, request: ProviderRequest) -> ChunkStream;
 }

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Map, Value};
 
+use super::wire::{self, Body, EncodedMessage, ItemKind, MessageForm};
 use super::{
     Chunk, ChunkStream, FinishReason, OutboundMessage, OutboundPart, Provider, ProviderError,
     ProviderRequest, Usage,
@@ -34,91 +35,99 @@ impl OpenAiProvider {
     }
 }
 
-/// The JSON body of one streamed chat-completions request.
-pub fn request_body(request: &ProviderRequest) -> Value {
-    let mut messages = Vec::with_capacity(request.messages.len() + 1);
-    if !request.system.is_empty() {
-        messages.push(json!({"role": "system", "content": request.system}));
-    }
-    for message in &request.messages {
-        messages.push(match message {
-            OutboundMessage::User { parts } => {
-                let only_text = parts.iter().all(|p| matches!(p, OutboundPart::Text(_)));
-                if only_text {
-                    let text: Vec<&str> = parts
-                        .iter()
-                        .filter_map(|p| match p {
-                            OutboundPart::Text(t) => Some(t.as_str()),
-                            _ => None,
-                        })
-                        .collect();
-                    json!({"role": "user", "content": text.join("\n\n")})
+/// One projected message as a chat-completions message.
+pub fn encode_message(message: &OutboundMessage, _form: MessageForm) -> EncodedMessage {
+    let (role, value) = match message {
+        OutboundMessage::User { parts } => {
+            let only_text = parts.iter().all(|p| matches!(p, OutboundPart::Text(_)));
+            if only_text {
+                let text: Vec<&str> = parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        OutboundPart::Text(t) => Some(t.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                (
+                    "user",
+                    json!({"role": "user", "content": text.join("\n\n")}),
+                )
+            } else {
+                let content: Vec<Value> = parts
+                    .iter()
+                    .map(|p| match p {
+                        OutboundPart::Text(t) => json!({"type": "text", "text": t}),
+                        OutboundPart::Image { mime_type, data } => json!({
+                            "type": "image_url",
+                            "image_url": {"url": format!("data:{mime_type};base64,{data}")}
+                        }),
+                        // Chat completions take a PDF as a `file` part with a data URL.
+                        OutboundPart::Document {
+                            mime_type,
+                            data,
+                            name,
+                        } => json!({
+                            "type": "file",
+                            "file": {
+                                "filename": name.as_deref().unwrap_or("document.pdf"),
+                                "file_data": format!("data:{mime_type};base64,{data}"),
+                            }
+                        }),
+                    })
+                    .collect();
+                ("user", json!({"role": "user", "content": content}))
+            }
+        }
+        OutboundMessage::Assistant {
+            text, tool_calls, ..
+        } => {
+            let mut m = Map::new();
+            m.insert("role".into(), json!("assistant"));
+            m.insert(
+                "content".into(),
+                if text.is_empty() && !tool_calls.is_empty() {
+                    Value::Null
                 } else {
-                    let content: Vec<Value> = parts
-                        .iter()
-                        .map(|p| match p {
-                            OutboundPart::Text(t) => json!({"type": "text", "text": t}),
-                            OutboundPart::Image { mime_type, data } => json!({
-                                "type": "image_url",
-                                "image_url": {"url": format!("data:{mime_type};base64,{data}")}
-                            }),
-                            // Chat completions take a PDF as a `file` part with a data URL.
-                            OutboundPart::Document {
-                                mime_type,
-                                data,
-                                name,
-                            } => json!({
-                                "type": "file",
-                                "file": {
-                                    "filename": name.as_deref().unwrap_or("document.pdf"),
-                                    "file_data": format!("data:{mime_type};base64,{data}"),
-                                }
-                            }),
+                    json!(text)
+                },
+            );
+            if !tool_calls.is_empty() {
+                let calls: Vec<Value> = tool_calls
+                    .iter()
+                    .map(|c| {
+                        json!({
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments}
                         })
-                        .collect();
-                    json!({"role": "user", "content": content})
-                }
+                    })
+                    .collect();
+                m.insert("tool_calls".into(), Value::Array(calls));
             }
-            OutboundMessage::Assistant {
-                text, tool_calls, ..
-            } => {
-                let mut m = Map::new();
-                m.insert("role".into(), json!("assistant"));
-                m.insert(
-                    "content".into(),
-                    if text.is_empty() && !tool_calls.is_empty() {
-                        Value::Null
-                    } else {
-                        json!(text)
-                    },
-                );
-                if !tool_calls.is_empty() {
-                    let calls: Vec<Value> = tool_calls
-                        .iter()
-                        .map(|c| {
-                            json!({
-                                "id": c.id,
-                                "type": "function",
-                                "function": {"name": c.name, "arguments": c.arguments}
-                            })
-                        })
-                        .collect();
-                    m.insert("tool_calls".into(), Value::Array(calls));
-                }
-                Value::Object(m)
-            }
-            OutboundMessage::Tool {
-                tool_call_id,
-                content,
-                ..
-            } => json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}),
-        });
+            ("assistant", Value::Object(m))
+        }
+        OutboundMessage::Tool {
+            tool_call_id,
+            content,
+            ..
+        } => (
+            "tool",
+            json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}),
+        ),
+    };
+    EncodedMessage {
+        role,
+        items: vec![wire::item(ItemKind::Whole, &value)],
     }
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    body.insert("messages".into(), Value::Array(messages));
-    body.insert("stream".into(), json!(true));
-    body.insert("stream_options".into(), json!({"include_usage": true}));
+}
+
+/// The body of one streamed chat-completions request: its settings and tools first, the
+/// messages last (see [`Body::with_head`]).
+pub fn request_bytes(request: &ProviderRequest) -> Body {
+    let mut head = Map::new();
+    head.insert("model".into(), json!(request.model));
+    head.insert("stream".into(), json!(true));
+    head.insert("stream_options".into(), json!({"include_usage": true}));
     if let Some(max) = request.max_output_tokens {
         // OpenAI's reasoning models refuse `max_tokens`; the newer name is understood by the
         // other OpenAI-compatible servers that host reasoning models too.
@@ -127,7 +136,7 @@ pub fn request_body(request: &ProviderRequest) -> Value {
         } else {
             "max_tokens"
         };
-        body.insert(key.into(), json!(max));
+        head.insert(key.into(), json!(max));
     }
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request
@@ -140,12 +149,36 @@ pub fn request_body(request: &ProviderRequest) -> Value {
                 })
             })
             .collect();
-        body.insert("tools".into(), Value::Array(tools));
+        head.insert("tools".into(), Value::Array(tools));
         if !request.parallel_tool_calls {
-            body.insert("parallel_tool_calls".into(), json!(false));
+            head.insert("parallel_tool_calls".into(), json!(false));
         }
     }
-    Value::Object(body)
+    let mut body = Body::with_head(head);
+    body.field("messages");
+    body.push_static("[");
+    let mut first = true;
+    if !request.system.is_empty() {
+        body.push_json(&json!({"role": "system", "content": request.system}));
+        first = false;
+    }
+    for message in request.encoded_messages(encode_message) {
+        for item in &message.items {
+            if !first {
+                body.push_static(",");
+            }
+            body.push_shared(&item.json);
+            first = false;
+        }
+    }
+    body.push_static("]");
+    body.close();
+    body
+}
+
+/// The body of one request as JSON (what tests inspect).
+pub fn request_body(request: &ProviderRequest) -> Value {
+    request_bytes(request).to_json()
 }
 
 /// Translate one `chat.completion.chunk` into typed chunks, appending to `out`.
@@ -220,13 +253,17 @@ impl Provider for OpenAiProvider {
         "openai"
     }
 
+    fn encode(&self, message: &OutboundMessage, form: MessageForm) -> Option<EncodedMessage> {
+        Some(encode_message(message, form))
+    }
+
     fn stream(&self, request: ProviderRequest) -> ChunkStream {
         let url = format!("{}/chat/completions", self.base_url);
         let api_key = match super::http::configured_key(self.api_key_env.as_deref()) {
             Ok(key) => key,
             Err(error) => return super::http::failed(error),
         };
-        let mut builder = self.client().post(&url).json(&request_body(&request));
+        let mut builder = super::http::post_json(self.client().post(&url), request_bytes(&request));
         if let Some(key) = api_key {
             builder = builder.bearer_auth(key);
         }
@@ -413,6 +450,7 @@ mod tests {
             "additionalProperties": false
         }));
         let request = ProviderRequest {
+            encoded: Vec::new(),
             model: "m".into(),
             system: String::new(),
             messages: vec![OutboundMessage::User {

@@ -576,3 +576,74 @@ async fn a_summarizing_request_above_the_window_is_never_sent() {
     assert_eq!(mock.requests().len(), 0);
     t.shutdown().await;
 }
+
+/// A request body goes out with its exact `Content-Length` (never chunked: some
+/// OpenAI-compatible servers refuse chunked requests) and its conversation last; a base URL
+/// that redirects is a clear, non-retriable error naming where it points, since a body streamed
+/// from shared pieces is not sent twice.
+#[tokio::test]
+async fn a_request_has_its_length_and_a_redirect_names_where_it_points() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut seen = Vec::new();
+        let mut buffer = [0u8; 65536];
+        let head_end = loop {
+            let n = socket.read(&mut buffer).await.unwrap();
+            assert!(n > 0, "the connection closed before the request head ended");
+            seen.extend_from_slice(&buffer[..n]);
+            if let Some(at) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+        };
+        let head = String::from_utf8_lossy(&seen[..head_end]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .expect("no content-length header")
+            .trim()
+            .parse()
+            .unwrap();
+        while seen.len() < head_end + length {
+            let n = socket.read(&mut buffer).await.unwrap();
+            assert!(n > 0, "the body ended before its content-length");
+            seen.extend_from_slice(&buffer[..n]);
+        }
+        socket
+            .write_all(b"HTTP/1.1 307 Temporary Redirect\r\nLocation: https://elsewhere.example/v1/chat/completions\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        (head, seen[head_end..].to_vec())
+    });
+    let config = format!(
+        "default_model = \"m\"\nprovider_max_attempts = 1\n\n[providers.local]\nkind = \"openai\"\nbase_url = \"{base}\"\n\n[models.m]\nprovider = \"local\"\nname = \"m\"\ncontext_window = 128000\n"
+    );
+    let ws = workspace();
+    let t = Tandem::start_with(TandemOptions::new().config(config)).await;
+    let sid = t.new_session(ws.path()).await;
+    t.prompt(&sid, "hello").await;
+    let ended = t.wait_turn_ended(&sid).await;
+    let (head, body) = server.await.unwrap();
+    assert!(!head.contains("transfer-encoding"), "{head}");
+    let text = String::from_utf8(body).unwrap();
+    let parsed: Value =
+        serde_json::from_str(&text).expect("the body is the announced length of JSON");
+    assert_eq!(parsed["model"], "m");
+    // The conversation is the last field, after the tools, as sent.
+    let messages_at = text.find("\"messages\":[").unwrap();
+    assert!(text.find("\"tools\":[").unwrap() < messages_at, "{text}");
+    assert!(text.ends_with("]}"), "{text}");
+    assert_eq!(ended["reason"], "error", "{ended}");
+    assert_eq!(ended["error"]["retriable"], false, "{ended}");
+    let message = ended["error"]["message"].as_str().unwrap();
+    for word in [
+        "307",
+        "https://elsewhere.example/v1/chat/completions",
+        "base_url",
+    ] {
+        assert!(message.contains(word), "`{word}` missing from: {message}");
+    }
+    t.shutdown().await;
+}

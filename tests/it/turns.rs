@@ -563,10 +563,11 @@ async fn outbound_requests_carry_no_notices_or_sidecars() {
         system.contains("Always answer in haiku."),
         "AGENTS.md joins the system prompt"
     );
-    // The per-turn context rides on the last user message and is not persisted into history.
+    // The per-turn context rides on every prompt (after the model switch rebuilt the view,
+    // the first prompt too) and is not persisted into history.
     let first_user = &requests[2]["messages"][1];
     assert_eq!(first_user["role"], "user");
-    assert!(!first_user["content"].to_string().contains("turn-context"));
+    assert!(first_user["content"].to_string().contains("turn-context"));
     let last_user = requests[2]["messages"]
         .as_array()
         .unwrap()
@@ -575,6 +576,68 @@ async fn outbound_requests_carry_no_notices_or_sidecars() {
         .find(|m| m["role"] == "user")
         .unwrap();
     assert!(last_user["content"].to_string().contains("turn-context"));
+    let loaded = t.load_session(&sid).await;
+    assert!(
+        !loaded.to_string().contains("turn-context"),
+        "the per-turn context was persisted: {loaded}"
+    );
+    t.shutdown().await;
+}
+
+/// A provider's prompt cache reads back the longest common start of consecutive requests, so a
+/// session's requests only grow at their end: over turns with tool calls and a mode switch,
+/// every request's messages start with all of the previous request's, and the tools and the
+/// system prompt stay the same.
+#[tokio::test]
+async fn each_request_starts_with_the_whole_previous_one() {
+    let ws = workspace();
+    std::fs::write(ws.path().join("notes.txt"), "some notes\n").unwrap();
+    let mock = MockLlm::start().await;
+    for turn in 0..3 {
+        mock.push(Script::tool_call_reply(
+            &format!("r{turn}"),
+            "read_file",
+            json!({"path": "notes.txt"}),
+        ));
+        mock.push(Script::text_reply(&format!("read it, turn {turn}")));
+    }
+    let t = Tandem::start(&mock).await;
+    let sid = t.new_session(ws.path()).await;
+    for turn in 0..3 {
+        if turn == 2 {
+            t.set_mode(&sid, "autoEdit").await;
+        }
+        t.prompt(&sid, &format!("prompt {turn}")).await;
+        t.wait_turn_ended(&sid).await;
+    }
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 6);
+    for pair in requests.windows(2) {
+        let (before, after) = (&pair[0], &pair[1]);
+        let (old, new) = (
+            before["messages"].as_array().unwrap(),
+            after["messages"].as_array().unwrap(),
+        );
+        assert!(new.len() > old.len());
+        assert_eq!(
+            &new[..old.len()],
+            &old[..],
+            "a request rewrote what the previous one sent"
+        );
+        assert_eq!(before["tools"], after["tools"]);
+    }
+    // After the switch, earlier prompts keep the mode they were sent with; the new one names
+    // the new mode.
+    let last = requests[5]["messages"].as_array().unwrap();
+    let prompts: Vec<String> = last
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(prompts.len(), 3);
+    assert!(prompts[0].contains("prompt 0") && prompts[0].contains("Permission mode: ask"));
+    assert!(prompts[1].contains("Permission mode: ask"));
+    assert!(prompts[2].contains("prompt 2") && prompts[2].contains("Permission mode: autoEdit"));
     t.shutdown().await;
 }
 

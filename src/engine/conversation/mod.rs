@@ -97,6 +97,9 @@ pub struct ConversationState {
     tool_call_ids: Option<std::collections::HashSet<String>>,
     /// The model's current plan (`update_plan`).
     plan: Vec<crate::protocol::PlanEntry>,
+    /// The serialized view of the history's start for the provider and model of the last
+    /// request (see [`crate::engine::outbound::cache`]); checked against `history` at every use.
+    outbound: crate::engine::outbound::cache::OutboundCache,
 }
 
 /// What a conversation starts from: a new session's settings, or what `restore` read back.
@@ -133,6 +136,7 @@ impl ConversationState {
             usage: start.usage,
             tool_call_ids: None,
             plan: start.plan,
+            outbound: Default::default(),
         }
     }
 

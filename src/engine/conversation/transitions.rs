@@ -333,6 +333,17 @@ impl Conversation {
         view(&lock(&self.state).history)
     }
 
+    /// Run `view` on the parsed history and its outbound cache under the state lock (the turn
+    /// builds its requests with it). Like [`Conversation::with_history`], `view` must be short.
+    pub fn with_history_and_outbound<R>(
+        &self,
+        view: impl FnOnce(&[Message], &mut crate::engine::outbound::cache::OutboundCache) -> R,
+    ) -> R {
+        let mut state = lock(&self.state);
+        let state = &mut *state;
+        view(&state.history, &mut state.outbound)
+    }
+
     /// How many parsed messages the history holds.
     pub fn history_len(&self) -> usize {
         lock(&self.state).history.len()

@@ -111,6 +111,7 @@ impl Turn {
             )));
         }
         let request = ProviderRequest {
+            encoded: Vec::new(),
             model: model.name.clone(),
             system: compaction::SUMMARY_INSTRUCTIONS.to_owned(),
             messages,

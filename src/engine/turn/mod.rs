@@ -37,7 +37,7 @@ use super::conversation::{
     Conversation, DenyMemory, PendingKind, PendingRequest, ProposalShown, RecordedDecision,
     Resolution, Resume,
 };
-use super::outbound::{project, ProjectionContext};
+use super::outbound::{project, project_range, ProjectionContext};
 use crate::config::ModelConfig;
 use crate::engine::history::{
     Message, NoticeKind, Part, ResultStatus, Role, Source, ToolCallRecord, UsageRecord,
@@ -47,7 +47,9 @@ use crate::protocol::fit;
 use crate::protocol::{
     ApprovalOption, Decision, DiffEntry, Event, Mode, ToolStatus, TurnEndReason, TurnError,
 };
-use crate::providers::{Chunk, FinishReason, Provider, ProviderError, ProviderRequest, ToolSpec};
+use crate::providers::{
+    Chunk, FinishReason, MessageForm, Provider, ProviderError, ProviderRequest, ToolSpec,
+};
 use crate::tools::fs::SecretAccess;
 use crate::tools::fs::{apply_edit, plan_edit, plan_write, PlannedEdit, ToolOutcome};
 use crate::tools::sandbox::{self, Confinement, SandboxPolicy};
@@ -373,7 +375,7 @@ impl Turn {
             if self.compact_only {
                 return Outcome::Completed;
             }
-            let request = self.build_request(&system, &model_id, &model, mode, provider.kind());
+            let request = self.build_request(&system, &model_id, &model, mode, provider.as_ref());
             match self.stream(provider.as_ref(), request, mode).await {
                 StreamOutcome::Failed {
                     text,

@@ -1,6 +1,6 @@
 //! Building one provider request: the system prompt, the outbound projection of the history
-//! (the only provider feed, invariant 1), the per-turn context on the last user message at send
-//! time (invariant 7, never persisted) and the tools the mode offers.
+//! (the only provider feed, invariant 1) with its start from the session's outbound cache, the
+//! per-turn context on the prompts (invariant 7, never persisted) and the tools the mode offers.
 
 use super::*;
 
@@ -45,14 +45,50 @@ impl Turn {
         system
     }
 
+    /// `history` (which starts at history index `offset`) with this turn's reminders inserted
+    /// where they were raised.
+    fn with_reminders<'h>(
+        &self,
+        history: &'h [Message],
+        offset: usize,
+    ) -> std::borrow::Cow<'h, [Message]> {
+        if self.ephemeral.iter().all(|(at, _)| *at < offset) {
+            return std::borrow::Cow::Borrowed(history);
+        }
+        let reminder = |text: &String| {
+            Message::user(
+                vec![Part::Text { text: text.clone() }],
+                Source::Reminder,
+                Some(&self.turn_id),
+            )
+        };
+        let mut merged: Vec<Message> = Vec::with_capacity(history.len() + self.ephemeral.len());
+        let mut pending = self
+            .ephemeral
+            .iter()
+            .filter(|(at, _)| *at >= offset)
+            .peekable();
+        for (index, message) in history.iter().enumerate() {
+            while let Some((_, text)) = pending.next_if(|(at, _)| *at == offset + index) {
+                merged.push(reminder(text));
+            }
+            merged.push(message.clone());
+        }
+        for (_, text) in pending {
+            merged.push(reminder(text));
+        }
+        std::borrow::Cow::Owned(merged)
+    }
+
     pub(super) fn build_request(
         &self,
         system: &str,
         model_id: &str,
         model: &ModelConfig,
         mode: Mode,
-        provider_kind: &str,
+        provider: &dyn Provider,
     ) -> ProviderRequest {
+        let provider_kind = provider.kind();
         let roots: Vec<String> = self
             .session
             .workspace
@@ -77,30 +113,22 @@ impl Turn {
             pdf: model.pdf,
             turn_context: Some(&context),
         };
-        let messages = self.session.with_history(|history| {
-            if self.ephemeral.is_empty() {
-                return project(history, &ctx);
-            }
-            let mut merged: Vec<Message> = Vec::with_capacity(history.len() + self.ephemeral.len());
-            let mut pending = self.ephemeral.iter().peekable();
-            for (index, message) in history.iter().enumerate() {
-                while let Some((_, text)) = pending.next_if(|(at, _)| *at == index) {
-                    merged.push(Message::user(
-                        vec![Part::Text { text: text.clone() }],
-                        Source::Reminder,
-                        Some(&self.turn_id),
-                    ));
-                }
-                merged.push(message.clone());
-            }
-            for (_, text) in pending {
-                merged.push(Message::user(
-                    vec![Part::Text { text: text.clone() }],
-                    Source::Reminder,
-                    Some(&self.turn_id),
-                ));
-            }
-            project(&merged, &ctx)
+        // The turn's own reminders (continuation prompts) sit between history messages in
+        // its requests only; the cache stops before the first of them.
+        let limit = self.ephemeral.first().map_or(usize::MAX, |(at, _)| *at);
+        let form = MessageForm {
+            calls_as_text: false,
+        };
+        let (encoded, messages) = self.session.with_history_and_outbound(|history, cache| {
+            let Some(start) = cache.start(history, &ctx, provider, form, limit) else {
+                // Uncached (a provider that reads typed messages, or a view without a prompt):
+                // the whole projection, typed.
+                return (Vec::new(), project(&self.with_reminders(history, 0), &ctx));
+            };
+            let rest = self.with_reminders(&history[start.rest_from..], start.rest_from);
+            let mut messages = Vec::new();
+            project_range(&rest, &ctx, true, &mut messages);
+            (start.encoded, messages)
         });
         let mut tools: Vec<ToolSpec> = TOOLS
             .iter()
@@ -131,6 +159,7 @@ impl Turn {
                 }),
         );
         ProviderRequest {
+            encoded,
             model: model.name.clone(),
             system: system.to_owned(),
             messages,

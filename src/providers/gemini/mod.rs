@@ -1,6 +1,7 @@
 //! The Gemini provider: `POST {base_url}/v1beta/models/{model}:streamGenerateContent?alt=sse`.
 //!
-//! Requests are built from the outbound projection on every call: `user`/`model` contents,
+//! Each message's parts are serialized once (`encode_message`, kept by the engine's outbound
+//! cache) and merged per request: `user`/`model` contents,
 //! `functionCall`/`functionResponse` parts (Gemini pairs them by name and order, so a whole
 //! batch of results goes in one content), `inlineData` for images and PDFs, the system prompt
 //! as `systemInstruction`, and tool schemas cut down to the subset Gemini accepts. Thought
@@ -13,10 +14,15 @@ use std::sync::OnceLock;
 use serde_json::{json, Map, Value};
 
 use super::http::{self, Progress, SseParser};
+use super::wire::{self, Body, EncodedItem, EncodedMessage, ItemKind, MessageForm};
 use super::{
     Chunk, ChunkStream, FinishReason, OutboundMessage, OutboundPart, Provider, ProviderError,
     ProviderRequest, Usage,
 };
+
+mod schema;
+
+pub use schema::{gemini_schema, inline_refs};
 
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
 /// The extra holding a thought signature, on a tool call or on the assistant message.
@@ -48,6 +54,10 @@ impl Provider for GeminiProvider {
         "gemini"
     }
 
+    fn encode(&self, message: &OutboundMessage, form: MessageForm) -> Option<EncodedMessage> {
+        Some(encode_message(message, form))
+    }
+
     fn stream(&self, request: ProviderRequest) -> ChunkStream {
         let key = match http::configured_key(self.api_key_env.as_deref()) {
             Ok(key) => key,
@@ -58,11 +68,8 @@ impl Provider for GeminiProvider {
             "{}/v1beta/models/{model}:streamGenerateContent?alt=sse",
             self.base_url
         );
-        let mut builder = self
-            .client
-            .get_or_init(http::build_client)
-            .post(&url)
-            .json(&request_body(&request));
+        let builder = self.client.get_or_init(http::build_client).post(&url);
+        let mut builder = http::post_json(builder, request_bytes(&request));
         if let Some(key) = key {
             // The header keeps the key out of URLs, which proxies and logs record.
             builder = builder.header("x-goog-api-key", key);
@@ -71,76 +78,96 @@ impl Provider for GeminiProvider {
     }
 }
 
-/// The JSON body of one `streamGenerateContent` request.
-pub fn request_body(request: &ProviderRequest) -> Value {
+/// One projected message as Gemini parts, in the role it is sent under.
+pub fn encode_message(message: &OutboundMessage, form: MessageForm) -> EncodedMessage {
     // Without declared tools (the summarizing request of a compaction), calls and results are
     // written out as text rather than as function parts nothing declares.
-    let as_text = request.tools.is_empty();
-    let mut contents: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for message in &request.messages {
-        let (role, parts) = match message {
-            OutboundMessage::User { parts } => ("user", user_parts(parts)),
-            OutboundMessage::Assistant {
-                text,
-                tool_calls,
-                extras,
-            } => {
-                let mut parts = Vec::new();
-                let signature = extras.get(SIGNATURE_EXTRA);
-                if !text.is_empty() || (signature.is_some() && tool_calls.is_empty()) {
-                    let mut part = json!({"text": text});
-                    if let Some(signature) = signature {
-                        part["thoughtSignature"] = signature.clone();
-                    }
-                    parts.push(part);
+    let as_text = form.calls_as_text;
+    let (role, items) = match message {
+        OutboundMessage::User { parts } => ("user", user_parts(parts)),
+        OutboundMessage::Assistant {
+            text,
+            tool_calls,
+            extras,
+        } => {
+            let mut items = Vec::new();
+            let signature = extras.get(SIGNATURE_EXTRA);
+            if !text.is_empty() || (signature.is_some() && tool_calls.is_empty()) {
+                let mut part = json!({"text": text});
+                if let Some(signature) = signature {
+                    part["thoughtSignature"] = signature.clone();
                 }
-                for call in tool_calls.iter().filter(|_| as_text) {
-                    parts.push(json!({"text": super::call_as_text(call)}));
-                }
-                for call in tool_calls.iter().filter(|_| !as_text) {
-                    let mut part = json!({
-                        "functionCall": {"name": call.name, "args": call_args(&call.arguments)}
-                    });
-                    if let Some(signature) = call.extras.get(SIGNATURE_EXTRA) {
-                        part["thoughtSignature"] = signature.clone();
-                    }
-                    parts.push(part);
-                }
-                ("model", parts)
+                items.push(wire::item(ItemKind::Text, &part));
             }
-            OutboundMessage::Tool { name, content, .. } if as_text => (
-                "user",
-                vec![json!({"text": super::result_as_text(name, content)})],
-            ),
-            OutboundMessage::Tool { name, content, .. } => (
-                "user",
-                vec![json!({
+            for call in tool_calls {
+                if as_text {
+                    items.push(wire::item(
+                        ItemKind::Text,
+                        &json!({"text": super::call_as_text(call)}),
+                    ));
+                    continue;
+                }
+                let mut part = json!({
+                    "functionCall": {"name": call.name, "args": call_args(&call.arguments)}
+                });
+                let signature = call.extras.get(SIGNATURE_EXTRA);
+                if let Some(signature) = signature {
+                    part["thoughtSignature"] = signature.clone();
+                }
+                items.push(wire::item(
+                    ItemKind::Call {
+                        signed: signature.is_some(),
+                    },
+                    &part,
+                ));
+            }
+            ("model", items)
+        }
+        OutboundMessage::Tool { name, content, .. } if as_text => (
+            "user",
+            vec![wire::item(
+                ItemKind::Text,
+                &json!({"text": super::result_as_text(name, content)}),
+            )],
+        ),
+        OutboundMessage::Tool { name, content, .. } => (
+            "user",
+            vec![wire::item(
+                ItemKind::Result,
+                &json!({
                     "functionResponse": {"name": name, "response": {"content": content}}
-                })],
-            ),
-        };
-        if parts.is_empty() {
+                }),
+            )],
+        ),
+    };
+    EncodedMessage { role, items }
+}
+
+/// The body of one `streamGenerateContent` request: system prompt, tools and settings first,
+/// the contents last (see [`Body::with_head`]).
+pub fn request_bytes(request: &ProviderRequest) -> Body {
+    let all = request.encoded_messages(encode_message);
+    let mut contents: Vec<(&'static str, Vec<EncodedItem>)> = Vec::new();
+    for message in &all {
+        if message.items.is_empty() {
             continue;
         }
         match contents.last_mut() {
             // One content per role turn: a batch of function responses must sit together, and
             // the API rejects two contents of one role in a row less gracefully than a merge.
-            Some((last_role, last_parts)) if *last_role == role => last_parts.extend(parts),
-            _ => contents.push((role, parts)),
+            Some((last_role, last_items)) if *last_role == message.role => {
+                last_items.extend(message.items.iter().cloned())
+            }
+            _ => contents.push((message.role, message.items.clone())),
         }
     }
     if request.model.contains("gemini-3") {
         sign_current_turn(&mut contents);
     }
-    let contents: Vec<Value> = contents
-        .into_iter()
-        .map(|(role, parts)| json!({"role": role, "parts": parts}))
-        .collect();
 
-    let mut body = Map::new();
-    body.insert("contents".into(), Value::Array(contents));
+    let mut head = Map::new();
     if !request.system.is_empty() {
-        body.insert(
+        head.insert(
             "systemInstruction".into(),
             json!({"parts": [{"text": request.system}]}),
         );
@@ -157,7 +184,7 @@ pub fn request_body(request: &ProviderRequest) -> Value {
                 })
             })
             .collect();
-        body.insert(
+        head.insert(
             "tools".into(),
             json!([{"functionDeclarations": declarations}]),
         );
@@ -174,42 +201,71 @@ pub fn request_body(request: &ProviderRequest) -> Value {
         generation.insert("thinkingConfig".into(), thinking);
     }
     if !generation.is_empty() {
-        body.insert("generationConfig".into(), Value::Object(generation));
+        head.insert("generationConfig".into(), Value::Object(generation));
     }
-    Value::Object(body)
+    let mut body = Body::with_head(head);
+    body.field("contents");
+    body.push_static("[");
+    for (i, (role, items)) in contents.iter().enumerate() {
+        if i > 0 {
+            body.push_static(",");
+        }
+        body.push_static("{\"role\":\"");
+        body.push_static(role);
+        body.push_static("\",\"parts\":[");
+        body.push_items(items.iter().map(|i| &i.json));
+        body.push_static("]}");
+    }
+    body.push_static("]");
+    body.close();
+    body
+}
+
+/// The body of one request as JSON (what tests inspect).
+pub fn request_body(request: &ProviderRequest) -> Value {
+    request_bytes(request).to_json()
 }
 
 /// Give the first function call of each model step in the current turn (after the last user
 /// content that is not only function responses) a signature if it has none.
-fn sign_current_turn(contents: &mut [(&'static str, Vec<Value>)]) {
+fn sign_current_turn(contents: &mut [(&'static str, Vec<EncodedItem>)]) {
     let turn_start = contents
         .iter()
-        .rposition(|(role, parts)| {
-            *role == "user" && parts.iter().any(|p| p.get("functionResponse").is_none())
+        .rposition(|(role, items)| {
+            *role == "user" && items.iter().any(|i| i.kind != ItemKind::Result)
         })
         .unwrap_or(0);
-    for (role, parts) in contents.iter_mut().skip(turn_start) {
+    for (role, items) in contents.iter_mut().skip(turn_start) {
         if *role != "model" {
             continue;
         }
-        if let Some(first_call) = parts.iter_mut().find(|p| p.get("functionCall").is_some()) {
-            if first_call.get("thoughtSignature").is_none() {
-                first_call["thoughtSignature"] = json!(UNSIGNED_CALL);
+        if let Some(first_call) = items
+            .iter_mut()
+            .find(|i| matches!(i.kind, ItemKind::Call { .. }))
+        {
+            if first_call.kind == (ItemKind::Call { signed: false }) {
+                if let Ok(mut part) = serde_json::from_str::<Value>(&first_call.json) {
+                    part["thoughtSignature"] = json!(UNSIGNED_CALL);
+                    *first_call = wire::item(ItemKind::Call { signed: true }, &part);
+                }
             }
         }
     }
 }
 
-fn user_parts(parts: &[OutboundPart]) -> Vec<Value> {
+fn user_parts(parts: &[OutboundPart]) -> Vec<EncodedItem> {
     parts
         .iter()
         .filter_map(|part| match part {
             OutboundPart::Text(text) if text.is_empty() => None,
-            OutboundPart::Text(text) => Some(json!({"text": text})),
+            OutboundPart::Text(text) => Some(wire::item(ItemKind::Text, &json!({"text": text}))),
             OutboundPart::Image { mime_type, data }
             | OutboundPart::Document {
                 mime_type, data, ..
-            } => Some(json!({"inlineData": {"mimeType": mime_type, "data": data}})),
+            } => Some(wire::item(
+                ItemKind::Media,
+                &json!({"inlineData": {"mimeType": mime_type, "data": data}}),
+            )),
         })
         .collect()
 }
@@ -223,152 +279,6 @@ fn call_args(arguments: &str) -> Value {
         Ok(value @ Value::Object(_)) => value,
         _ => json!({"_unparsed_arguments": arguments}),
     }
-}
-
-/// The keys of Gemini's `Schema` (an OpenAPI 3.0 subset); everything else (`additionalProperties`,
-/// `$schema`, `$ref`, ...) is refused by the API and is dropped.
-const SCHEMA_KEYS: &[&str] = &[
-    "type",
-    "format",
-    "title",
-    "description",
-    "nullable",
-    "enum",
-    "maxItems",
-    "minItems",
-    "properties",
-    "required",
-    "minProperties",
-    "maxProperties",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "example",
-    "anyOf",
-    "propertyOrdering",
-    "default",
-    "items",
-    "minimum",
-    "maximum",
-];
-
-/// How deep `$ref`s are followed when inlined; a deeper (or recursive) one becomes an
-/// unconstrained object, which Gemini accepts and the tool's server still checks.
-const MAX_REF_DEPTH: usize = 8;
-
-/// `schema` with every local `$ref` (`#/$defs/NAME`, `#/definitions/NAME`) replaced by its
-/// definition, since Gemini's schema has no references; `oneOf` becomes `anyOf` and `const`
-/// a one-value `enum`, which say the same in the subset Gemini reads.
-pub fn inline_refs(schema: &Value) -> Value {
-    let defs = |key: &str| schema.get(key).and_then(Value::as_object);
-    let definitions: Map<String, Value> = defs("$defs")
-        .into_iter()
-        .chain(defs("definitions"))
-        .flat_map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())))
-        .collect();
-    inline_at(schema, &definitions, 0)
-}
-
-fn inline_at(schema: &Value, definitions: &Map<String, Value>, depth: usize) -> Value {
-    let Value::Object(map) = schema else {
-        return schema.clone();
-    };
-    if let Some(Value::String(reference)) = map.get("$ref") {
-        let name = reference
-            .strip_prefix("#/$defs/")
-            .or_else(|| reference.strip_prefix("#/definitions/"));
-        return match name.and_then(|n| definitions.get(n)) {
-            Some(target) if depth < MAX_REF_DEPTH => inline_at(target, definitions, depth + 1),
-            _ => json!({"type": "object"}),
-        };
-    }
-    let each = |list: &Value| match list {
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|item| inline_at(item, definitions, depth))
-                .collect(),
-        ),
-        other => other.clone(),
-    };
-    let mut out = Map::new();
-    for (key, value) in map {
-        match key.as_str() {
-            "$defs" | "definitions" => {}
-            // Names of properties map to schemas: a property may be called `const`.
-            "properties" => {
-                let properties = match value {
-                    Value::Object(props) => Value::Object(
-                        props
-                            .iter()
-                            .map(|(k, v)| (k.clone(), inline_at(v, definitions, depth)))
-                            .collect(),
-                    ),
-                    other => other.clone(),
-                };
-                out.insert(key.clone(), properties);
-            }
-            "items" => {
-                out.insert(key.clone(), inline_at(value, definitions, depth));
-            }
-            "anyOf" | "oneOf" => {
-                out.insert("anyOf".into(), each(value));
-            }
-            "const" => {
-                out.insert("enum".into(), Value::Array(vec![value.clone()]));
-            }
-            _ => {
-                out.insert(key.clone(), value.clone());
-            }
-        }
-    }
-    Value::Object(out)
-}
-
-/// A JSON Schema cut down to what Gemini accepts. A `type` list such as `["string", "null"]`
-/// becomes the first non-null type plus `nullable: true`.
-pub fn gemini_schema(schema: &Value) -> Value {
-    let Value::Object(map) = schema else {
-        return schema.clone();
-    };
-    let mut out = Map::new();
-    for (key, value) in map {
-        if !SCHEMA_KEYS.contains(&key.as_str()) {
-            continue;
-        }
-        let value = match key.as_str() {
-            "properties" => match value {
-                Value::Object(props) => Value::Object(
-                    props
-                        .iter()
-                        .map(|(k, v)| (k.clone(), gemini_schema(v)))
-                        .collect(),
-                ),
-                other => other.clone(),
-            },
-            "items" => gemini_schema(value),
-            "anyOf" => match value {
-                Value::Array(list) => Value::Array(list.iter().map(gemini_schema).collect()),
-                other => other.clone(),
-            },
-            "type" => match value {
-                Value::Array(types) => {
-                    if types.iter().any(|t| t == "null") {
-                        out.insert("nullable".into(), json!(true));
-                    }
-                    types
-                        .iter()
-                        .find(|t| *t != "null")
-                        .cloned()
-                        .unwrap_or_else(|| json!("string"))
-                }
-                other => other.clone(),
-            },
-            _ => value.clone(),
-        };
-        out.insert(key.clone(), value);
-    }
-    Value::Object(out)
 }
 
 /// The state of one streamed answer.
@@ -514,6 +424,7 @@ impl SseParser for Parser {
 mod tests {
     use std::collections::BTreeMap;
 
+    use super::schema::MAX_REF_DEPTH;
     use super::*;
     use crate::providers::{OutboundToolCall, ToolSpec};
 
@@ -528,6 +439,7 @@ mod tests {
             extras,
         };
         let request = ProviderRequest {
+            encoded: Vec::new(),
             model: "gemini-2.5-pro".into(),
             system: "be brief".into(),
             messages: vec![
@@ -615,6 +527,7 @@ mod tests {
             parts: vec![OutboundPart::Text(t.into())],
         };
         let mut request = ProviderRequest {
+            encoded: Vec::new(),
             model: "gemini-3-pro-preview".into(),
             system: String::new(),
             messages: vec![
@@ -675,6 +588,7 @@ mod tests {
             "additionalProperties": false
         });
         let request = ProviderRequest {
+            encoded: Vec::new(),
             model: "gemini-2.5-pro".into(),
             system: String::new(),
             messages: Vec::new(),

@@ -5,18 +5,25 @@
 //! wants alternating roles), images and PDFs become `image`/`document` blocks, and the signed
 //! thinking blocks kept in the assistant message's `_anthropic.thinking` extra are sent back
 //! ahead of its text and tool calls. Prompt caching puts `cache_control` on the last block of
-//! the last message, after the projection, so the cached prefix grows turn by turn.
+//! the last message, after the projection, so the cached prefix grows turn by turn. Each
+//! message's blocks are serialized once (`encode_message`, kept by the engine's outbound
+//! cache); a request merges them into alternating roles and writes them after its head.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::http::{self, Progress, SseParser};
+use super::wire::{EncodedMessage, MessageForm};
 use super::{
-    Chunk, ChunkStream, FinishReason, OutboundMessage, OutboundPart, Provider, ProviderError,
-    ProviderRequest, Usage,
+    Chunk, ChunkStream, FinishReason, OutboundMessage, Provider, ProviderError, ProviderRequest,
+    Usage,
 };
+
+mod request;
+
+pub use request::{encode_message, request_body, request_bytes};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const API_VERSION: &str = "2023-06-01";
@@ -50,216 +57,27 @@ impl Provider for AnthropicProvider {
         "anthropic"
     }
 
+    fn encode(&self, message: &OutboundMessage, form: MessageForm) -> Option<EncodedMessage> {
+        Some(encode_message(message, form))
+    }
+
     fn stream(&self, request: ProviderRequest) -> ChunkStream {
         let key = match http::configured_key(self.api_key_env.as_deref()) {
             Ok(key) => key,
             Err(error) => return http::failed(error),
         };
         let url = format!("{}/v1/messages", self.base_url);
-        let mut builder = self
+        let builder = self
             .client
             .get_or_init(http::build_client)
             .post(&url)
             .header("anthropic-version", API_VERSION)
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .json(&request_body(&request));
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        let mut builder = http::post_json(builder, request_bytes(&request));
         if let Some(key) = key {
             builder = builder.header("x-api-key", key);
         }
         http::stream_sse(builder, url, Parser::default())
-    }
-}
-
-/// The JSON body of one streamed Messages request.
-pub fn request_body(request: &ProviderRequest) -> Value {
-    // Anthropic refuses `tool_use`/`tool_result` blocks in a request that defines no tools (the
-    // summarizing request of a compaction); there the calls are written out as text instead.
-    let as_text = request.tools.is_empty();
-    let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for message in &request.messages {
-        let (role, blocks) = match message {
-            OutboundMessage::User { parts } => ("user", user_blocks(parts)),
-            OutboundMessage::Assistant {
-                text,
-                tool_calls,
-                extras,
-            } => {
-                let mut blocks = Vec::new();
-                if let Some(Value::Array(thinking)) = extras.get(THINKING_EXTRA) {
-                    blocks.extend(thinking.iter().cloned());
-                }
-                if !text.is_empty() {
-                    blocks.push(json!({"type": "text", "text": text}));
-                }
-                for call in tool_calls {
-                    blocks.push(if as_text {
-                        json!({"type": "text", "text": super::call_as_text(call)})
-                    } else {
-                        json!({
-                            "type": "tool_use",
-                            "id": call.id,
-                            "name": call.name,
-                            "input": tool_input(&call.arguments),
-                        })
-                    });
-                }
-                if as_text {
-                    // Thinking blocks only make sense next to the calls they led to.
-                    blocks.retain(|b| b["type"] == "text");
-                }
-                ("assistant", blocks)
-            }
-            OutboundMessage::Tool { name, content, .. } if as_text => (
-                "user",
-                vec![json!({"type": "text", "text": super::result_as_text(name, content)})],
-            ),
-            OutboundMessage::Tool {
-                tool_call_id,
-                content,
-                ..
-            } => (
-                "user",
-                vec![json!({
-                    "type": "tool_result",
-                    "tool_use_id": tool_call_id,
-                    "content": if content.is_empty() { "(no output)" } else { content.as_str() },
-                })],
-            ),
-        };
-        if blocks.is_empty() {
-            // An empty assistant message (a stop before any text) has nothing to say, and the
-            // API refuses empty content.
-            continue;
-        }
-        match messages.last_mut() {
-            // Roles must alternate: consecutive tool results, and a steering message after
-            // them, share one user message (tool results first, as the API requires).
-            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
-            _ => messages.push((role, blocks)),
-        }
-    }
-    if messages.first().map(|(role, _)| *role) == Some("assistant") {
-        messages.insert(
-            0,
-            (
-                "user",
-                vec![json!({"type": "text", "text": "(the conversation continues)"})],
-            ),
-        );
-    }
-    // Prompt caching: one breakpoint on the last block of the last message caches everything
-    // up to it (tools, system, history); the next request reads the prefix back.
-    if let Some((_, blocks)) = messages.last_mut() {
-        if let Some(Value::Object(block)) = blocks
-            .iter_mut()
-            .rev()
-            .find(|b| !matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking")))
-        {
-            block.insert("cache_control".into(), json!({"type": "ephemeral"}));
-        }
-    }
-    let messages: Vec<Value> = messages
-        .into_iter()
-        .map(|(role, content)| json!({"role": role, "content": content}))
-        .collect();
-
-    let thinking_ok = thinking_allowed(&messages);
-    let max_tokens = request.max_output_tokens.unwrap_or(FALLBACK_MAX_TOKENS);
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    body.insert("max_tokens".into(), json!(max_tokens));
-    body.insert("stream".into(), json!(true));
-    if !request.system.is_empty() {
-        body.insert(
-            "system".into(),
-            json!([{"type": "text", "text": request.system}]),
-        );
-    }
-    body.insert("messages".into(), Value::Array(messages));
-    if let (true, Some(budget), true) = (request.reasoning, request.thinking_budget, thinking_ok) {
-        // The budget must stay below max_tokens; the config check keeps it there, this keeps a
-        // hand-built request valid too.
-        let budget = budget.min(max_tokens.saturating_sub(1)).max(1_024);
-        body.insert(
-            "thinking".into(),
-            json!({"type": "enabled", "budget_tokens": budget}),
-        );
-    }
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-        if !request.parallel_tool_calls {
-            body.insert(
-                "tool_choice".into(),
-                json!({"type": "auto", "disable_parallel_tool_use": true}),
-            );
-        }
-    }
-    Value::Object(body)
-}
-
-/// With thinking on, an assistant message that is still in its tool loop (the request ends with
-/// its tool results) must start with a thinking block. One written by another vendor has none,
-/// so such a request goes without thinking until the model answers again.
-fn thinking_allowed(messages: &[Value]) -> bool {
-    let Some(last_assistant) = messages.iter().rev().find(|m| m["role"] == "assistant") else {
-        return true;
-    };
-    let blocks = last_assistant["content"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let in_tool_loop = blocks.iter().any(|b| b["type"] == "tool_use");
-    let starts_with_thinking = matches!(
-        blocks.first().and_then(|b| b["type"].as_str()),
-        Some("thinking" | "redacted_thinking")
-    );
-    !in_tool_loop || starts_with_thinking
-}
-
-fn user_blocks(parts: &[OutboundPart]) -> Vec<Value> {
-    parts
-        .iter()
-        .filter_map(|part| match part {
-            // The API refuses empty text blocks.
-            OutboundPart::Text(text) if text.is_empty() => None,
-            OutboundPart::Text(text) => Some(json!({"type": "text", "text": text})),
-            OutboundPart::Image { mime_type, data } => Some(json!({
-                "type": "image",
-                "source": {"type": "base64", "media_type": mime_type, "data": data},
-            })),
-            OutboundPart::Document {
-                mime_type,
-                data,
-                name,
-            } => {
-                let mut block = json!({
-                    "type": "document",
-                    "source": {"type": "base64", "media_type": mime_type, "data": data},
-                });
-                if let Some(name) = name {
-                    block["title"] = json!(name);
-                }
-                Some(block)
-            }
-        })
-        .collect()
-}
-
-/// A tool call's arguments as the object the API wants. Arguments that are not a JSON object
-/// (a model that produced broken JSON) are passed under one key, so the model sees what it sent.
-fn tool_input(arguments: &str) -> Value {
-    let trimmed = arguments.trim();
-    if trimmed.is_empty() {
-        return json!({});
-    }
-    match serde_json::from_str::<Value>(trimmed) {
-        Ok(value @ Value::Object(_)) => value,
-        _ => json!({"_unparsed_arguments": arguments}),
     }
 }
 
@@ -512,10 +330,11 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::providers::{OutboundToolCall, ToolSpec};
+    use crate::providers::{OutboundPart, OutboundToolCall, ToolSpec};
 
     fn request(messages: Vec<OutboundMessage>) -> ProviderRequest {
         ProviderRequest {
+            encoded: Vec::new(),
             model: "claude-sonnet-4-5".into(),
             system: "be brief".into(),
             messages,
@@ -742,6 +561,7 @@ mod tests {
             "additionalProperties": false
         }));
         let request = ProviderRequest {
+            encoded: Vec::new(),
             model: "m".into(),
             system: String::new(),
             messages: vec![OutboundMessage::User {

@@ -2,14 +2,24 @@
 //!
 //! Everything a provider ever sees passes through [`project`]. It drops notices and every
 //! sidecar, keeps provider-private extras only for the provider that owns them, degrades images
-//! and PDFs the active model cannot take (in the view only, so a switch back restores them), and appends
-//! the per-turn context to the last user message at send time without persisting it.
+//! and PDFs the active model cannot take (in the view only, so a switch back restores them), and
+//! appends the per-turn context to every prompt without persisting it.
+//!
+//! The per-turn context rides on each prompt (a user message the user typed, `Source::User`),
+//! not only on the newest: a request then differs from the previous one only at its end, and a
+//! provider's prompt cache reads everything before back (moving the block from prompt to prompt
+//! made every turn resend the previous turn uncached). [`cache::OutboundCache`] keeps each
+//! prompt as it was first sent, so after a mode switch earlier prompts keep the mode they were
+//! sent with and only the new prompt names the new one; a rebuild of the cache (a model switch,
+//! a compaction, a restart) gives every prompt the current context.
+
+pub mod cache;
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::history::{Message, Part, Role};
+use super::history::{Message, Part, Role, Source};
 use crate::providers::{OutboundMessage, OutboundPart, OutboundToolCall};
 
 /// What the projection needs to know about the request it is building.
@@ -21,7 +31,8 @@ pub struct ProjectionContext<'a> {
     pub vision: bool,
     /// Whether the model reads PDF documents natively.
     pub pdf: bool,
-    /// Per-turn context (mode reminder, workspace roots), appended to the last user message.
+    /// Per-turn context (mode reminder, workspace roots), appended to every prompt (and to the
+    /// last user message of a view that holds no prompt).
     pub turn_context: Option<&'a str>,
 }
 
@@ -72,6 +83,20 @@ fn tool_images_message(parts: Vec<OutboundPart>) -> OutboundMessage {
     OutboundMessage::User { parts }
 }
 
+/// The `<compacted-history>` message that stands for everything before a compaction's boundary.
+pub fn summary_message(summary: &str) -> OutboundMessage {
+    OutboundMessage::User {
+        parts: vec![OutboundPart::Text(format!(
+            "<compacted-history>\n{summary}\n</compacted-history>"
+        ))],
+    }
+}
+
+/// Whether `message` is a prompt the user typed, which carries the per-turn context.
+pub fn is_prompt(message: &Message) -> bool {
+    message.role == Role::User && message.meta.source == Source::User
+}
+
 /// Build the provider view of `history`.
 ///
 /// After a compaction, everything before its boundary is shown as one
@@ -80,27 +105,61 @@ pub fn project(history: &[Message], ctx: &ProjectionContext<'_>) -> Vec<Outbound
     let mut out = Vec::with_capacity(history.len());
     let mut start = 0;
     if let Some((_, boundary, summary)) = super::compaction::latest_compaction(history) {
-        out.push(OutboundMessage::User {
-            parts: vec![OutboundPart::Text(format!(
-                "<compacted-history>\n{summary}\n</compacted-history>"
-            ))],
-        });
+        out.push(summary_message(summary));
         start = boundary;
     }
+    let view = &history[start..];
+    let has_prompt = view.iter().any(is_prompt);
+    project_range(view, ctx, has_prompt, &mut out);
+    if !has_prompt {
+        // A view without a prompt (a compaction cut after the last one): the context rides on
+        // its last user message, so the model still sees it.
+        if let Some(context) = ctx.turn_context {
+            if let Some(OutboundMessage::User { parts }) = out
+                .iter_mut()
+                .rev()
+                .find(|m| matches!(m, OutboundMessage::User { .. }))
+            {
+                parts.push(OutboundPart::Text(context.to_owned()));
+            }
+        }
+    }
+    out
+}
+
+/// Project `messages`, a stretch of history that does not start inside a run of tool results,
+/// onto the end of `out`. With `prompts_carry_context`, each prompt gets the per-turn context.
+///
+/// Projecting a history in two stretches gives the same messages as projecting it whole when
+/// the second starts at a user or assistant message: images of a run of tool results are
+/// written when the run ends, and such a message ends it. The outbound cache relies on this.
+pub fn project_range(
+    messages: &[Message],
+    ctx: &ProjectionContext<'_>,
+    prompts_carry_context: bool,
+    out: &mut Vec<OutboundMessage>,
+) {
     // Images of tool results (an MCP tool's) wait until the run of tool results ends: no
     // vendor takes an image inside every kind of tool result, and a user message between two
     // results would break the pairing of calls and results that every vendor checks.
     let mut result_images: Vec<OutboundPart> = Vec::new();
-    for message in &history[start..] {
+    for message in messages {
         // Notices are not sent, so one between two results does not end the run.
         if !matches!(message.role, Role::Tool | Role::Notice) && !result_images.is_empty() {
             out.push(tool_images_message(std::mem::take(&mut result_images)));
         }
         match message.role {
             Role::Notice => {}
-            Role::User => out.push(OutboundMessage::User {
-                parts: project_parts(&message.parts, ctx),
-            }),
+            Role::User => {
+                let mut parts = project_parts(&message.parts, ctx);
+                if let (true, Some(context)) = (
+                    prompts_carry_context && message.meta.source == Source::User,
+                    ctx.turn_context,
+                ) {
+                    parts.push(OutboundPart::Text(context.to_owned()));
+                }
+                out.push(OutboundMessage::User { parts })
+            }
             Role::Assistant => out.push(OutboundMessage::Assistant {
                 text: message.text(),
                 tool_calls: message
@@ -142,16 +201,6 @@ pub fn project(history: &[Message], ctx: &ProjectionContext<'_>) -> Vec<Outbound
     if !result_images.is_empty() {
         out.push(tool_images_message(result_images));
     }
-    if let Some(context) = ctx.turn_context {
-        if let Some(OutboundMessage::User { parts }) = out
-            .iter_mut()
-            .rev()
-            .find(|m| matches!(m, OutboundMessage::User { .. }))
-        {
-            parts.push(OutboundPart::Text(context.to_owned()));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
