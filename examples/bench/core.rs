@@ -653,7 +653,7 @@ fn synthetic_turn(t: usize) -> Vec<Message> {
             &turn_id,
         ));
         let mut result = Message::tool_result(&call, ResultStatus::Completed, output, &turn_id);
-        result.meta.diff = diff;
+        result.meta.diff = diff.map(Box::new);
         messages.push(result);
     }
     let mut answer = Message::assistant(
@@ -671,12 +671,12 @@ fn synthetic_turn(t: usize) -> Vec<Message> {
          show a validation message, so Io made them report a disk error instead."
             .to_owned(),
     );
-    answer.meta.usage = Some(UsageRecord {
+    answer.meta.usage = Some(Box::new(UsageRecord {
         model: tandem::config::SCRIPTED_MODEL_ID.to_owned(),
         input_tokens: 12_000 + 40 * t as u64,
         output_tokens: 420,
         cached_tokens: Some(10_500),
-    });
+    }));
     messages.push(answer);
     messages
 }

@@ -214,10 +214,10 @@ mod tests {
             user("c"),
         ];
         let mut notice = Message::notice(NoticeKind::Compacted, "compacted".into(), None);
-        notice.meta.compaction = Some(CompactionRecord {
+        notice.meta.compaction = Some(Box::new(CompactionRecord {
             boundary: history[2].id.clone(),
             summary: "s".into(),
-        });
+        }));
         history.push(notice);
         assert_eq!(
             choose_boundary(&history, 0),
@@ -231,12 +231,12 @@ mod tests {
     #[test]
     fn estimate_uses_usage_after_the_last_compaction() {
         let mut answer = Message::assistant("hi".into(), vec![], "t");
-        answer.meta.usage = Some(crate::engine::history::UsageRecord {
+        answer.meta.usage = Some(Box::new(crate::engine::history::UsageRecord {
             model: "m".into(),
             input_tokens: 1000,
             output_tokens: 10,
             cached_tokens: None,
-        });
+        }));
         let history = vec![user("q"), answer, user(&"y".repeat(400))];
         assert_eq!(estimate_request(&history), 1010 + 104);
     }

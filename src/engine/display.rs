@@ -225,7 +225,7 @@ pub fn display_history(history: &[crate::engine::history::Message]) -> Vec<Displ
                     ResultStatus::Interrupted => wire::ToolStatus::Interrupted,
                 });
                 call.result = Some(message_text(message));
-                call.diff = message.meta.diff.as_ref();
+                call.diff = message.meta.diff.as_deref();
             }
             Role::Notice => {
                 let mut notice = entry(wire::DisplayRole::Notice);

@@ -112,6 +112,10 @@ pub enum DisplayMark {
 }
 
 /// Sidecars: data about a message that no model ever sees.
+///
+/// The ones most messages lack are boxed: a session keeps every message in memory, and an
+/// inline `Value` or record costs its full size in each of them (a message was 496 bytes
+/// before its text; 232 with these boxed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessageMeta {
     /// Milliseconds since the Unix epoch.
@@ -121,25 +125,25 @@ pub struct MessageMeta {
     pub turn_id: Option<String>,
     /// User-only display metadata (for example the editor selection a prompt came with).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub display: Option<Value>,
+    pub display: Option<Box<Value>>,
     /// The model's reasoning text, shown to the user, not sent back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<UsageRecord>,
+    pub usage: Option<Box<UsageRecord>>,
     /// Provider-private extras (keys start with `_`), reattached only by the provider that owns them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extras: BTreeMap<String, Value>,
     /// The tool call diff shown to the user, kept for display on reload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub diff: Option<Value>,
+    pub diff: Option<Box<Value>>,
     /// On a user message that a slash command wrote: the command as the user typed it, which
     /// the display shows instead of the expanded text the model sees.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub typed: Option<String>,
     /// On a `compacted` notice: what the outbound view replaces and with what.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compaction: Option<CompactionRecord>,
+    pub compaction: Option<Box<CompactionRecord>>,
 }
 
 /// A compaction: messages before `boundary` are shown to models as `summary`. The canonical
@@ -159,7 +163,7 @@ pub struct Message {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCallRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_result: Option<ToolResultRecord>,
+    pub tool_result: Option<Box<ToolResultRecord>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<NoticeKind>,
     pub meta: MessageMeta,
@@ -234,11 +238,11 @@ impl Message {
             role: Role::Tool,
             parts: vec![Part::Text { text }],
             tool_calls: Vec::new(),
-            tool_result: Some(ToolResultRecord {
+            tool_result: Some(Box::new(ToolResultRecord {
                 tool_call_id: call.id.clone(),
                 name: call.name.clone(),
                 status,
-            }),
+            })),
             notice: None,
             meta: MessageMeta::new(Source::Tool, Some(turn_id)),
         }
@@ -259,7 +263,9 @@ impl Message {
     /// The error notice of a turn that a provider error ended: `retry` is offered only after one.
     pub fn provider_error_notice(text: String, retriable: bool, turn_id: Option<&str>) -> Self {
         let mut notice = Message::notice(NoticeKind::Error, text, turn_id);
-        notice.meta.display = serde_json::to_value(DisplayMark::ProviderError { retriable }).ok();
+        notice.meta.display = serde_json::to_value(DisplayMark::ProviderError { retriable })
+            .ok()
+            .map(Box::new);
         notice
     }
 
@@ -278,7 +284,9 @@ impl Message {
     /// The warning notice that the provider's content filter stopped the model's answer.
     pub fn refusal_notice(text: String, turn_id: Option<&str>) -> Self {
         let mut notice = Message::notice(NoticeKind::Warning, text, turn_id);
-        notice.meta.display = serde_json::to_value(DisplayMark::Refusal).ok();
+        notice.meta.display = serde_json::to_value(DisplayMark::Refusal)
+            .ok()
+            .map(Box::new);
         notice
     }
 
@@ -289,7 +297,7 @@ impl Message {
 
     /// The engine's typed mark in `meta.display`, if it holds one.
     fn mark(&self) -> Option<DisplayMark> {
-        DisplayMark::deserialize(self.meta.display.as_ref()?).ok()
+        DisplayMark::deserialize(self.meta.display.as_deref()?).ok()
     }
 
     /// All text parts joined, for display and for providers that take plain strings.
@@ -360,8 +368,8 @@ mod tests {
     fn a_provider_error_notice_keeps_the_stored_shape_and_is_read_back_typed() {
         let notice = Message::provider_error_notice("rate limited".to_owned(), true, Some("t1"));
         assert_eq!(
-            notice.meta.display,
-            Some(serde_json::json!({"reason": "providerError", "retriable": true}))
+            notice.meta.display.as_deref(),
+            Some(&serde_json::json!({"reason": "providerError", "retriable": true}))
         );
         assert_eq!(notice.provider_error(), Some(true));
         // A notice stored by an earlier version (the JSON written by hand) reads the same.
@@ -374,7 +382,7 @@ mod tests {
         assert_eq!(stored.provider_error(), Some(false));
         // Anything else is no provider error: another display, or another notice kind.
         let mut other = Message::notice(NoticeKind::Error, "x".to_owned(), None);
-        other.meta.display = Some(serde_json::json!({"selection": "a"}));
+        other.meta.display = Some(Box::new(serde_json::json!({"selection": "a"})));
         assert_eq!(other.provider_error(), None);
         let mut warning = Message::provider_error_notice("y".to_owned(), true, None);
         warning.notice = Some(NoticeKind::Warning);
@@ -383,8 +391,8 @@ mod tests {
         // The refusal mark: stored as {"reason": "refusal"}, read only on a warning notice.
         let refusal = Message::refusal_notice("filtered".to_owned(), Some("t1"));
         assert_eq!(
-            refusal.meta.display,
-            Some(serde_json::json!({"reason": "refusal"}))
+            refusal.meta.display.as_deref(),
+            Some(&serde_json::json!({"reason": "refusal"}))
         );
         assert!(refusal.is_refusal());
         assert_eq!(refusal.provider_error(), None);

@@ -501,12 +501,12 @@ fn full_history() -> Vec<history::Message> {
     };
     let mut assistant = Message::assistant("text".into(), vec![edit.clone(), open], turn);
     assistant.meta.reasoning = Some("why".into());
-    assistant.meta.usage = Some(UsageRecord {
+    assistant.meta.usage = Some(Box::new(UsageRecord {
         model: "m".into(),
         input_tokens: 1,
         output_tokens: 1,
         cached_tokens: Some(1),
-    });
+    }));
     let bare = Message::assistant(String::new(), Vec::new(), turn);
     let mut result = Message::tool_result(&edit, ResultStatus::Completed, "ok".into(), turn);
     result.meta.diff = serde_json::to_value(vec![DiffEntry {
@@ -515,7 +515,8 @@ fn full_history() -> Vec<history::Message> {
         new_text: "b".into(),
         unified: "+b".into(),
     }])
-    .ok();
+    .ok()
+    .map(Box::new);
     let notice = Message::notice(NoticeKind::Error, "n".into(), Some(turn));
     let idle_notice = Message::notice(NoticeKind::ModelSwitch, "n".into(), None);
     vec![

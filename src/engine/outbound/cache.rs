@@ -28,6 +28,9 @@ use crate::engine::compaction::latest_compaction;
 use crate::engine::history::{Message, Role};
 use crate::providers::{EncodedMessage, MessageForm, OutboundMessage, Provider};
 
+/// How many history messages are projected at a time when the cache catches up.
+const ENCODE_STRETCH: usize = 256;
+
 /// What the cached encoding depends on besides the messages themselves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct CacheKey {
@@ -120,13 +123,22 @@ impl OutboundCache {
             end -= 1;
         }
         if end > self.covered {
+            // In stretches, so that a first request after a resume does not hold the typed
+            // projection of the whole history at once beside its encoding.
             let mut projected: Vec<OutboundMessage> = Vec::new();
-            project_range(&history[self.covered..end], ctx, true, &mut projected);
-            for message in &projected {
-                self.push(provider.encode(message, form)?);
+            while self.covered < end {
+                let mut stop = (self.covered + ENCODE_STRETCH).min(end);
+                // A stretch must end where the next one starts at a user or assistant message.
+                while stop < end && matches!(history[stop].role, Role::Tool | Role::Notice) {
+                    stop += 1;
+                }
+                project_range(&history[self.covered..stop], ctx, true, &mut projected);
+                for message in projected.drain(..) {
+                    self.push(provider.encode(&message, form)?);
+                }
+                self.has_prompt |= history[self.covered..stop].iter().any(is_prompt);
+                self.covered = stop;
             }
-            self.has_prompt |= history[self.covered..end].iter().any(is_prompt);
-            self.covered = end;
             self.first_id = history.first().map(|m| m.id.clone());
             self.last_id = Some(history[end - 1].id.clone());
         }
@@ -263,6 +275,45 @@ mod tests {
     }
 
     #[test]
+    fn a_long_history_is_encoded_in_stretches_that_give_the_same_view() {
+        let mut cache = OutboundCache::default();
+        let context = ctx("m", "<c/>");
+        let mut history = vec![user("first")];
+        for n in 0..400 {
+            // Two calls, two results with an image each: a stretch that ended between them
+            // would move the first image.
+            let calls: Vec<ToolCallRecord> = (0..2)
+                .map(|k| ToolCallRecord {
+                    id: format!("c{n}_{k}"),
+                    name: "shot".into(),
+                    arguments: "{}".into(),
+                    extras: BTreeMap::new(),
+                })
+                .collect();
+            history.push(Message::assistant(String::new(), calls.clone(), "t"));
+            for call in &calls {
+                let mut result =
+                    Message::tool_result(call, ResultStatus::Completed, "x".into(), "t");
+                result.parts.push(Part::Image {
+                    mime_type: "image/png".into(),
+                    data: "AAAA".into(),
+                });
+                history.push(result);
+            }
+            if n % 7 == 6 {
+                history.push(Message::assistant(format!("answer {n}"), vec![], "t"));
+                history.push(user(&format!("prompt {n}")));
+            }
+        }
+        assert!(history.len() > 3 * ENCODE_STRETCH);
+        let (cached, plain) = bodies(&mut cache, &history, &context);
+        assert_eq!(
+            String::from_utf8_lossy(&cached),
+            String::from_utf8_lossy(&plain)
+        );
+    }
+
+    #[test]
     fn earlier_prompts_keep_their_context_and_a_model_switch_rebuilds() {
         let mut cache = OutboundCache::default();
         let mut history = vec![user("first")];
@@ -311,10 +362,10 @@ mod tests {
         ];
         bodies(&mut cache, &history, &context);
         let mut notice = Message::notice(NoticeKind::Compacted, "compacted".into(), None);
-        notice.meta.compaction = Some(crate::engine::history::CompactionRecord {
+        notice.meta.compaction = Some(Box::new(crate::engine::history::CompactionRecord {
             boundary: history[2].id.clone(),
             summary: "they asked".into(),
-        });
+        }));
         history.push(notice);
         history.push(Message::assistant("b".into(), vec![], "t"));
         let (cached, plain) = bodies(&mut cache, &history, &context);

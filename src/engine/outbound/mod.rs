@@ -278,10 +278,10 @@ mod tests {
         ];
         let mut with_notice = history.clone();
         let mut notice = Message::notice(NoticeKind::Compacted, "compacted".into(), None);
-        notice.meta.compaction = Some(crate::engine::history::CompactionRecord {
+        notice.meta.compaction = Some(Box::new(crate::engine::history::CompactionRecord {
             boundary: history[2].id.clone(),
             summary: "they asked an old question".into(),
-        });
+        }));
         with_notice.push(notice);
         let out = project(&with_notice, &ctx(false));
         assert_eq!(out.len(), 2);

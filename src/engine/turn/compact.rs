@@ -136,10 +136,10 @@ impl Turn {
             format!("Compacted {compacted_count} earlier messages into a summary"),
             Some(&self.turn_id),
         );
-        notice.meta.compaction = Some(crate::engine::history::CompactionRecord {
+        notice.meta.compaction = Some(Box::new(crate::engine::history::CompactionRecord {
             boundary: boundary_id,
             summary: summary.clone(),
-        });
+        }));
         self.session.commit(notice);
         self.emit(Event::Compacted {
             summary: Some(summary),

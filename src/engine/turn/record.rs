@@ -43,7 +43,7 @@ impl Turn {
             output_tokens: u.output_tokens,
             cached_tokens: u.cached_tokens,
         });
-        message.meta.usage = usage.clone();
+        message.meta.usage = usage.clone().map(Box::new);
         self.session.commit(message);
         self.emit(Event::AssistantMessage {
             text,
@@ -137,7 +137,7 @@ impl Turn {
             });
         }
         if let Some(entries) = &diff_entries {
-            message.meta.diff = serde_json::to_value(entries).ok();
+            message.meta.diff = serde_json::to_value(entries).ok().map(Box::new);
         }
         self.session.commit(message);
         self.emit(Event::ToolCallUpdate {

@@ -4,8 +4,9 @@
 //! `tool_result` blocks in user messages, consecutive messages of one role are merged (the API
 //! wants alternating roles), images and PDFs become `image`/`document` blocks, and the signed
 //! thinking blocks kept in the assistant message's `_anthropic.thinking` extra are sent back
-//! ahead of its text and tool calls. Prompt caching puts `cache_control` on the last block of
-//! the last message, after the projection, so the cached prefix grows turn by turn. Each
+//! ahead of its text and tool calls. Prompt caching puts `cache_control` on the last block and
+//! on two blocks before it (`request::mark_cache_breakpoints`), so the cached prefix grows turn
+//! by turn even across a round of many tool calls. Each
 //! message's blocks are serialized once (`encode_message`, kept by the engine's outbound
 //! cache); a request merges them into alternating roles and writes them after its head.
 

@@ -108,22 +108,7 @@ pub fn request_bytes(request: &ProviderRequest) -> Body {
             ),
         );
     }
-    // Prompt caching: one breakpoint on the last block of the last message caches everything
-    // up to it (tools, system, history); the next request reads the prefix back. The marker is
-    // not part of what the cache compares, so it may move from block to block.
-    if let Some((_, items)) = messages.last_mut() {
-        if let Some(last) = items
-            .iter_mut()
-            .rev()
-            .find(|i| i.kind != ItemKind::Thinking)
-        {
-            if let Ok(Value::Object(mut block)) = serde_json::from_str::<Value>(&last.json) {
-                block.insert("cache_control".into(), json!({"type": "ephemeral"}));
-                *last = wire::item(last.kind, &Value::Object(block));
-            }
-        }
-    }
-
+    mark_cache_breakpoints(&mut messages);
     let thinking_ok = thinking_allowed(&messages);
     let max_tokens = request.max_output_tokens.unwrap_or(FALLBACK_MAX_TOKENS);
     let mut head = Map::new();
@@ -175,6 +160,54 @@ pub fn request_bytes(request: &ProviderRequest) -> Body {
     body.push_static("]");
     body.close();
     body
+}
+
+/// How many blocks apart the cache breakpoints are placed, counting back from the last block.
+/// Anthropic looks for an earlier cache entry at most 20 blocks before each breakpoint; the
+/// margin covers thinking blocks stepped over (they take no breakpoint).
+const BREAKPOINT_SPACING: usize = 16;
+/// Breakpoints per request; the API allows four, one is left for a client that adds its own.
+const BREAKPOINTS: usize = 3;
+
+/// Prompt caching: a breakpoint on the last block caches everything up to it (tools, system,
+/// history), and the next request reads that prefix back. The API looks for an earlier entry
+/// only 20 blocks before a breakpoint, so a round that adds more (a fan-out of ten tool calls
+/// and their results) would find none; two more breakpoints, 16 and 32 blocks before the last,
+/// reach the previous request's end across about 50 new blocks. Markers are not part of what
+/// the cache compares, so they may move from block to block. Thinking blocks take none.
+fn mark_cache_breakpoints(messages: &mut [(&'static str, Vec<EncodedItem>)]) {
+    let blocks: Vec<(usize, usize, ItemKind)> = messages
+        .iter()
+        .enumerate()
+        .flat_map(|(m, (_, items))| {
+            items
+                .iter()
+                .enumerate()
+                .map(move |(i, item)| (m, i, item.kind))
+        })
+        .collect();
+    let mut chosen: Vec<(usize, usize)> = Vec::new();
+    let mut target = blocks.len();
+    for _ in 0..BREAKPOINTS {
+        let Some(found) = blocks[..target]
+            .iter()
+            .rposition(|(_, _, kind)| *kind != ItemKind::Thinking)
+        else {
+            break;
+        };
+        chosen.push((blocks[found].0, blocks[found].1));
+        let Some(next) = found.checked_sub(BREAKPOINT_SPACING - 1) else {
+            break;
+        };
+        target = next;
+    }
+    for (m, i) in chosen {
+        let item = &mut messages[m].1[i];
+        if let Ok(Value::Object(mut block)) = serde_json::from_str::<Value>(&item.json) {
+            block.insert("cache_control".into(), json!({"type": "ephemeral"}));
+            *item = wire::item(item.kind, &Value::Object(block));
+        }
+    }
 }
 
 /// The body of one request as JSON (what tests inspect).
@@ -241,5 +274,65 @@ fn tool_input(arguments: &str) -> Value {
     match serde_json::from_str::<Value>(trimmed) {
         Ok(value @ Value::Object(_)) => value,
         _ => json!({"_unparsed_arguments": arguments}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::OutboundToolCall;
+
+    #[test]
+    fn breakpoints_sit_on_the_last_block_and_every_sixteen_blocks_before_it() {
+        let mut messages = vec![OutboundMessage::User {
+            parts: vec![OutboundPart::Text("go".into())],
+        }];
+        for n in 0..30 {
+            messages.push(OutboundMessage::Assistant {
+                text: String::new(),
+                tool_calls: vec![OutboundToolCall {
+                    id: format!("c{n}"),
+                    name: "read_file".into(),
+                    arguments: "{}".into(),
+                    extras: Default::default(),
+                }],
+                extras: Default::default(),
+            });
+            messages.push(OutboundMessage::Tool {
+                tool_call_id: format!("c{n}"),
+                name: "read_file".into(),
+                content: "x".into(),
+            });
+        }
+        let request = ProviderRequest {
+            encoded: Vec::new(),
+            model: "m".into(),
+            system: String::new(),
+            messages,
+            tools: vec![crate::providers::ToolSpec {
+                name: "read_file".into(),
+                description: "d".into(),
+                parameters: json!({}),
+            }],
+            max_output_tokens: None,
+            reasoning: false,
+            thinking_budget: None,
+            parallel_tool_calls: true,
+        };
+        let body = request_body(&request);
+        let blocks: Vec<&Value> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["content"].as_array().unwrap())
+            .collect();
+        assert_eq!(blocks.len(), 61);
+        let marked: Vec<usize> = blocks
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.get("cache_control").is_some())
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(marked, vec![28, 44, 60]);
     }
 }
