@@ -151,7 +151,7 @@ pub fn measure(
     })
 }
 
-fn codex_version(codex: &Path) -> Result<String> {
+pub fn codex_version(codex: &Path) -> Result<String> {
     let output = Command::new(codex).arg("--version").output()?;
     if !output.status.success() {
         return Err(format!("`{} --version` failed", codex.display()).into());
@@ -255,17 +255,7 @@ impl<'a> Subjects<'a> {
                 &self.tandem_url,
                 self.workspace.path(),
             ),
-            Kind::Codex => {
-                let mut command = Command::new(self.codex);
-                command
-                    .arg("app-server")
-                    .env("CODEX_HOME", self.codex_home.path())
-                    .env_remove("RUST_LOG")
-                    .env_remove("OPENAI_API_KEY")
-                    .env_remove("OPENAI_BASE_URL")
-                    .current_dir(self.workspace.path());
-                RpcChild::spawn("codex", command, self.codex_home.path().join("stderr.log"))
-            }
+            Kind::Codex => spawn_codex(self.codex, self.codex_home.path(), self.workspace.path()),
         }
     }
 
@@ -274,18 +264,7 @@ impl<'a> Subjects<'a> {
             Kind::Tandem => {
                 tandem_initialize(server).await?;
             }
-            Kind::Codex => {
-                let result = server
-                    .request(
-                        "initialize",
-                        json!({"clientInfo": {"name": "tandem-bench", "title": "tandem benchmark", "version": "0.1.0"}}),
-                    )
-                    .await?;
-                if result.get("userAgent").is_none() {
-                    return Err(format!("unexpected Codex initialize result: {result}").into());
-                }
-                server.notify("initialized", None)?;
-            }
+            Kind::Codex => codex_initialize(server).await?,
         }
         Ok(())
     }
@@ -336,19 +315,13 @@ impl<'a> Subjects<'a> {
                     Ok((elapsed, peak))
                 }
                 Kind::Codex => {
-                    let thread = server
-                        .request("thread/start", json!({"cwd": self.workspace.path()}))
-                        .await?;
-                    let thread_id = thread["thread"]["id"]
-                        .as_str()
-                        .ok_or_else(|| format!("thread/start returned no thread id: {thread}"))?
-                        .to_owned();
+                    let thread_id = codex_thread_start(&mut server, self.workspace.path()).await?;
                     let sampler = PeakSampler::start(server.pid());
                     let start = Instant::now();
-                    let (approvals, text) = codex_turn(&mut server, &thread_id).await?;
+                    let turn = codex_turn(&mut server, &thread_id, PROMPT).await?;
                     let elapsed = start.elapsed();
                     let peak = sampler.finish()?;
-                    check_turn("Codex", approvals, &text)?;
+                    check_turn("Codex", turn.approvals, &turn.text)?;
                     Ok((elapsed, peak))
                 }
             }
@@ -379,15 +352,64 @@ fn check_turn(name: &str, approvals: usize, text: &str) -> Result<()> {
     Ok(())
 }
 
-/// `turn/start`, approve the command once, wait for `turn/completed`; returns the approvals
-/// answered and the agent's final text.
-async fn codex_turn(server: &mut RpcChild, thread_id: &str) -> Result<(usize, String)> {
+/// `codex app-server` with `CODEX_HOME=home`, in `cwd`, its stderr in `home/stderr.log`.
+pub fn spawn_codex(codex: &Path, home: &Path, cwd: &Path) -> Result<RpcChild> {
+    let mut command = Command::new(codex);
+    command
+        .arg("app-server")
+        .env("CODEX_HOME", home)
+        .env_remove("RUST_LOG")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .current_dir(cwd);
+    RpcChild::spawn("codex", command, home.join("stderr.log"))
+}
+
+/// `initialize` (with `clientInfo`, which Codex requires) and the `initialized` notification.
+pub async fn codex_initialize(server: &mut RpcChild) -> Result<()> {
+    let result = server
+        .request(
+            "initialize",
+            json!({"clientInfo": {"name": "tandem-bench", "title": "tandem benchmark", "version": "0.1.0"}}),
+        )
+        .await?;
+    if result.get("userAgent").is_none() {
+        return Err(format!("unexpected Codex initialize result: {result}").into());
+    }
+    server.notify("initialized", None)
+}
+
+/// `thread/start {cwd}`; the new thread's id.
+pub async fn codex_thread_start(server: &mut RpcChild, cwd: &Path) -> Result<String> {
+    let thread = server.request("thread/start", json!({"cwd": cwd})).await?;
+    Ok(thread["thread"]["id"]
+        .as_str()
+        .ok_or_else(|| format!("thread/start returned no thread id: {thread}"))?
+        .to_owned())
+}
+
+/// What one Codex turn showed on the wire.
+pub struct CodexTurn {
+    /// Command approvals answered (each with `accept`).
+    pub approvals: usize,
+    /// The agent messages' text.
+    pub text: String,
+    /// The thread's token totals from the last `thread/tokenUsage/updated` of the turn:
+    /// `(inputTokens, cachedInputTokens)`, zeros when none came.
+    pub total_tokens: (u64, u64),
+}
+
+/// `turn/start` with `prompt`, approve every command once, wait for `turn/completed`.
+pub async fn codex_turn(server: &mut RpcChild, thread_id: &str, prompt: &str) -> Result<CodexTurn> {
     let id = server.send_request(
         "turn/start",
-        json!({"threadId": thread_id, "input": [{"type": "text", "text": PROMPT}]}),
+        json!({"threadId": thread_id, "input": [{"type": "text", "text": prompt}]}),
     )?;
-    let mut approvals = 0;
-    let mut text = String::new();
+    let mut turn = CodexTurn {
+        approvals: 0,
+        text: String::new(),
+        total_tokens: (0, 0),
+    };
     loop {
         let (_, message) = server.next_message().await?;
         if message["id"] == id && message.get("method").is_none() {
@@ -400,18 +422,26 @@ async fn codex_turn(server: &mut RpcChild, thread_id: &str) -> Result<(usize, St
         let params = &message["params"];
         match method {
             "item/commandExecution/requestApproval" => {
-                approvals += 1;
+                turn.approvals += 1;
                 server.respond(&message["id"], json!({"decision": "accept"}))?;
             }
             "item/completed" if params["item"]["type"] == "agentMessage" => {
-                text.push_str(params["item"]["text"].as_str().unwrap_or_default());
+                turn.text
+                    .push_str(params["item"]["text"].as_str().unwrap_or_default());
+            }
+            "thread/tokenUsage/updated" => {
+                let total = &params["tokenUsage"]["total"];
+                turn.total_tokens = (
+                    total["inputTokens"].as_u64().unwrap_or_default(),
+                    total["cachedInputTokens"].as_u64().unwrap_or_default(),
+                );
             }
             "turn/completed" => {
                 let status = &params["turn"]["status"];
                 if status != "completed" {
                     return Err(format!("the Codex turn ended {status}: {params}").into());
                 }
-                return Ok((approvals, text));
+                return Ok(turn);
             }
             _ if message.get("id").is_some() => {
                 return Err(format!("unexpected Codex server request: {message}").into());
@@ -423,9 +453,14 @@ async fn codex_turn(server: &mut RpcChild, thread_id: &str) -> Result<(usize, St
 
 /// Codex pointed at the mock, with everything that would reach the network turned off.
 fn codex_config(base_url: &str) -> String {
+    codex_config_with(base_url, "")
+}
+
+/// The same with more top-level settings (TOML lines), which must come before the tables.
+pub fn codex_config_with(base_url: &str, extra_top_level: &str) -> String {
     format!(
         r#"# Written by tandem's benchmark: every model request goes to a loopback mock.
-model = "mock-model"
+{extra_top_level}model = "mock-model"
 model_provider = "mock"
 approval_policy = "on-request"
 sandbox_mode = "read-only"

@@ -216,6 +216,55 @@ pub fn tree_rss_kib(root: u32) -> Result<u64> {
     Ok(total)
 }
 
+/// `/proc/PID/stat` counts CPU time in USER_HZ ticks, which the Linux ABI fixes at 100 per
+/// second on every architecture the suite runs on (`getconf CLK_TCK`).
+const USER_HZ: u64 = 100;
+
+/// CPU time (user + system) a process tree has used, from `/proc/PID/stat`: for each live
+/// process its `utime + stime` (every thread, exited ones included) plus `cutime + cstime` (the
+/// children it has waited for), so a child that ran and was reaped inside a window still counts,
+/// once. The resolution is one tick (10 ms); compare deltas over a window, not single readings.
+pub fn tree_cpu_time(root: u32) -> Result<Duration> {
+    let mut ticks = 0;
+    let mut read_root = false;
+    for pid in process_tree(root) {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // After the parenthesised command name: field 3 (state) is index 0, so utime (14),
+        // stime (15), cutime (16) and cstime (17) are indexes 11 to 14.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        for index in 11..=14 {
+            ticks += fields
+                .get(index)
+                .and_then(|f| f.parse::<u64>().ok())
+                .ok_or_else(|| format!("malformed /proc/{pid}/stat"))?;
+        }
+        read_root |= pid == root;
+    }
+    if !read_root {
+        return Err(format!("process {root} has no readable /proc/PID/stat").into());
+    }
+    Ok(Duration::from_millis(ticks * 1000 / USER_HZ))
+}
+
+/// How many leading bytes `a` and `b` share.
+pub fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    // Blocks first: a slice comparison is one memcmp, so megabyte bodies compare quickly.
+    while i + 64 <= n && a[i..i + 64] == b[i..i + 64] {
+        i += 64;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
 /// Samples the tree RSS of a process on a thread until stopped, keeping the largest sum.
 pub struct PeakSampler {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -370,6 +419,35 @@ impl Row {
     ) -> Row {
         let valid = anchor_value > 0.0;
         let value = tandem_value / anchor_value.max(f64::MIN_POSITIVE);
+        Row {
+            measure: measure.to_owned(),
+            tandem,
+            anchor,
+            ratio: if valid {
+                format!("{value:.2}×")
+            } else {
+                "—".to_owned()
+            },
+            target: target_label.to_owned(),
+            verdict: if valid && value <= max_ratio {
+                "met"
+            } else {
+                "**missed**"
+            },
+        }
+    }
+
+    /// A figure whose target is on tandem's own ratio (to its own baseline, or of two of its own
+    /// amounts), with the anchor's same ratio beside it for comparison: the ratio column is
+    /// tandem's value.
+    pub fn own_ratio(
+        measure: &str,
+        tandem: String,
+        anchor: String,
+        value: f64,
+        (max_ratio, target_label): (f64, &str),
+    ) -> Row {
+        let valid = value.is_finite();
         Row {
             measure: measure.to_owned(),
             tandem,

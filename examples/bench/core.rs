@@ -422,99 +422,25 @@ impl ResumeFixture {
         let workspace = tempfile::tempdir()?;
         // The same path `tandem serve --data-dir` derives, so the two cannot drift apart.
         let db_path = tandem::store::default_database_path(Some(data_dir.path()));
-        let session_id = new_id("s");
-        let store = Store::open(&db_path)?;
-        let created_at = tandem::engine::history::now_ms();
-        store.create_session(SessionRecord {
-            id: session_id.clone(),
-            cwd: workspace.path().display().to_string(),
-            // The built-in model, which the server under test has (it runs without a config).
-            model: tandem::config::SCRIPTED_MODEL_ID.to_owned(),
-            mode: tandem::protocol::Mode::Ask.as_str().to_owned(),
-            title: Some("fix handle_0 on empty input".to_owned()),
-            created_at,
-            updated_at: created_at,
-            allow_network: false,
-        });
-        let mut display_messages = 0;
-        let mut json_bytes = 0;
-        let mut written = 0;
-        let mut turn = 0;
-        while written < RESUME_MESSAGES {
-            let first_position = written as u64;
-            let mut turn_messages = synthetic_turn(turn);
-            turn_messages.truncate(RESUME_MESSAGES - written);
-            for message in &turn_messages {
-                if message.role != Role::Tool {
-                    display_messages += 1;
-                }
-                // What `Conversation::persist_message` does, durability rule included.
-                let json = serde_json::to_string(&message)?;
-                json_bytes += json.len();
-                let durability = if message.role == Role::Tool {
-                    Durability::Full
-                } else {
-                    Durability::Normal
-                };
-                store.append_message(
-                    &session_id,
-                    &message.id,
-                    message.meta.turn_id.as_deref(),
-                    tandem::session::role_name(message.role),
-                    json,
-                    durability,
-                );
-                written += 1;
-            }
-            // What `Conversation::store_displays` does as the turn ends.
-            store.set_displays(
-                &session_id,
-                tandem::session::display::settled_displays(first_position, &turn_messages),
-            );
-            turn += 1;
-        }
-        // Dropping the last handle waits until the writer thread has committed everything.
-        drop(store);
-        let fixture = ResumeFixture {
+        // The built-in model, which the server under test has (it runs without a config).
+        let seeded = seed_session(
+            &db_path,
+            workspace.path(),
+            tandem::config::SCRIPTED_MODEL_ID,
+            RESUME_MESSAGES,
+        )?;
+        Ok(ResumeFixture {
             data_dir,
             _workspace: workspace,
             db_path,
-            session_id,
-            display_messages,
-            json_bytes,
-        };
-        // Store writes report failures only in the log, so check that every row landed.
-        fixture.check_rows()?;
-        Ok(fixture)
+            session_id: seeded.session_id,
+            display_messages: seeded.display_messages,
+            json_bytes: seeded.json_bytes,
+        })
     }
 
     fn check_rows(&self) -> Result<()> {
-        let conn = rusqlite::Connection::open(&self.db_path)?;
-        let rows: i64 = conn.query_row(
-            "SELECT COUNT(*) FROM messages WHERE session_id = ?1",
-            [&self.session_id],
-            |row| row.get(0),
-        )?;
-        if usize::try_from(rows) != Ok(RESUME_MESSAGES) {
-            return Err(format!(
-                "the resume database holds {rows} messages, expected {RESUME_MESSAGES}"
-            )
-            .into());
-        }
-        // A server stores every ended turn's display entries; without them the figure would
-        // be a different (slower) load than the one a user's resume does.
-        let without_entry: i64 = conn.query_row(
-            "SELECT COUNT(*) FROM messages WHERE session_id = ?1 AND display IS NULL",
-            [&self.session_id],
-            |row| row.get(0),
-        )?;
-        if without_entry != 0 {
-            return Err(format!(
-                "{without_entry} messages of the resume database have no stored display entry"
-            )
-            .into());
-        }
-        Ok(())
+        check_seeded_rows(&self.db_path, &self.session_id, RESUME_MESSAGES)
     }
 
     /// The database plus its WAL, as it sits on disk.
@@ -559,11 +485,124 @@ impl ResumeFixture {
     }
 }
 
+/// A session written into a tandem database by [`seed_session`].
+pub struct SeededSession {
+    pub session_id: String,
+    /// Entries `session/load` returns for it: display history folds tool results into their calls.
+    pub display_messages: usize,
+    /// The messages' JSON as stored.
+    pub json_bytes: usize,
+}
+
+/// Writes one session of `messages` messages (whole [`synthetic_turn`]s, the last one cut when
+/// `messages` is not a multiple of ten) into the database at `db_path` through the library's
+/// `Store`, exactly as a running server writes them: `create_session`, one `append_message` per
+/// message with the role name and durability `Conversation::persist_message` uses, and after
+/// each turn the display entries `Conversation::store_displays` stores. `model` is the session's
+/// model id (it must be one the server under test has) and the one the answers' usage names.
+/// Checks afterwards that every row landed with its display entry.
+pub fn seed_session(
+    db_path: &Path,
+    cwd: &Path,
+    model: &str,
+    messages: usize,
+) -> Result<SeededSession> {
+    let session_id = new_id("s");
+    let store = Store::open(db_path)?;
+    let created_at = tandem::engine::history::now_ms();
+    store.create_session(SessionRecord {
+        id: session_id.clone(),
+        cwd: cwd.display().to_string(),
+        model: model.to_owned(),
+        mode: tandem::protocol::Mode::Ask.as_str().to_owned(),
+        title: Some("fix handle_0 on empty input".to_owned()),
+        created_at,
+        updated_at: created_at,
+        allow_network: false,
+    });
+    let mut display_messages = 0;
+    let mut json_bytes = 0;
+    let mut written = 0;
+    let mut turn = 0;
+    while written < messages {
+        let first_position = written as u64;
+        let mut turn_messages = synthetic_turn(turn, model);
+        turn_messages.truncate(messages - written);
+        for message in &turn_messages {
+            if message.role != Role::Tool {
+                display_messages += 1;
+            }
+            // What `Conversation::persist_message` does, durability rule included.
+            let json = serde_json::to_string(&message)?;
+            json_bytes += json.len();
+            let durability = if message.role == Role::Tool {
+                Durability::Full
+            } else {
+                Durability::Normal
+            };
+            store.append_message(
+                &session_id,
+                &message.id,
+                message.meta.turn_id.as_deref(),
+                tandem::session::role_name(message.role),
+                json,
+                durability,
+            );
+            written += 1;
+        }
+        // What `Conversation::store_displays` does as the turn ends.
+        store.set_displays(
+            &session_id,
+            tandem::session::display::settled_displays(first_position, &turn_messages),
+        );
+        turn += 1;
+    }
+    // Dropping the last handle waits until the writer thread has committed everything.
+    drop(store);
+    // Store writes report failures only in the log, so check that every row landed.
+    check_seeded_rows(db_path, &session_id, messages)?;
+    Ok(SeededSession {
+        session_id,
+        display_messages,
+        json_bytes,
+    })
+}
+
+/// Fails unless the session holds exactly `messages` rows, each with its display entry.
+pub fn check_seeded_rows(db_path: &Path, session_id: &str, messages: usize) -> Result<()> {
+    let conn = rusqlite::Connection::open(db_path)?;
+    let rows: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM messages WHERE session_id = ?1",
+        [session_id],
+        |row| row.get(0),
+    )?;
+    if usize::try_from(rows) != Ok(messages) {
+        return Err(format!(
+            "the seeded database holds {rows} messages of session {session_id}, expected {messages}"
+        )
+        .into());
+    }
+    // A server stores every ended turn's display entries; without them the figure would
+    // be a different (slower) load than the one a user's resume does.
+    let without_entry: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM messages WHERE session_id = ?1 AND display IS NULL",
+        [session_id],
+        |row| row.get(0),
+    )?;
+    if without_entry != 0 {
+        return Err(format!(
+            "{without_entry} messages of the seeded session have no stored display entry"
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// One turn of a realistic session, ten messages: a prompt, four tool rounds (read, search,
 /// edit with its diff, test run) with results of a few hundred bytes, and a final answer with
 /// reasoning and usage. No call is left open and the last message is the model's, so restore
 /// has nothing to repair and the figure is the plain load.
-fn synthetic_turn(t: usize) -> Vec<Message> {
+pub fn synthetic_turn(t: usize, model: &str) -> Vec<Message> {
     let turn_id = new_id("t");
     let file = format!("src/module_{}/handler.rs", t % 97);
     let call = |name: &str, arguments: Value| ToolCallRecord {
@@ -672,7 +711,7 @@ fn synthetic_turn(t: usize) -> Vec<Message> {
             .to_owned(),
     );
     answer.meta.usage = Some(Box::new(UsageRecord {
-        model: tandem::config::SCRIPTED_MODEL_ID.to_owned(),
+        model: model.to_owned(),
         input_tokens: 12_000 + 40 * t as u64,
         output_tokens: 420,
         cached_tokens: Some(10_500),

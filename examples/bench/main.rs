@@ -2,7 +2,7 @@
 //! app-server, ripgrep, an in-process floor, a raw rusqlite read), printed as one table of
 //! ratios with the target each must meet.
 //!
-//! `cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|mcp|checkpoint|hooks|core|persistence] [--bin PATH]`
+//! `cargo run --release --example bench -- [all|codex|history|grep|fanout|load|floods|mcp|checkpoint|hooks|core|persistence] [--bin PATH]`
 //! installs the anchors into `<target>/bench-tools` when missing. `examples/bench/README.md`
 //! describes each method. A missed target is a table entry, not an error; the exit code is
 //! non-zero only when a measurement fails.
@@ -21,6 +21,7 @@ mod core;
 mod fanout;
 mod floods;
 mod grep;
+mod history;
 mod hooks;
 mod load;
 mod mcp;
@@ -32,10 +33,13 @@ use std::process::ExitCode;
 
 use common::{machine, print_table, progress, resolve_binary, Result, Row};
 
-const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|grep|fanout|load|floods|mcp|checkpoint|hooks|core|persistence]... [--bin PATH]
+const USAGE: &str = "usage: cargo run --release --example bench -- [all|codex|history|grep|fanout|load|floods|mcp|checkpoint|hooks|core|persistence]... [--bin PATH]
 
   all     everything below (the default)
   codex   cold start, memory and a full turn beside Codex app-server (npm @openai/codex)
+  history beside Codex app-server: turns in sessions of 10 to 5,000 prior messages (time to the
+          model request, CPU, memory), the prompt-cache prefix over 20 tool turns, memory per
+          session, a 500-turn session and its resume
   grep    the grep tool beside ripgrep 14+ on a generated corpus of a few hundred MB
   fanout  16 read_file calls in one assistant message beside 16 sequential ones
   load    50 concurrent sessions streaming paced deltas
@@ -57,6 +61,7 @@ Anchors go to <target>/bench-tools (or $TANDEM_BENCH_TOOLS); CODEX_BIN and RG_BI
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Part {
     Codex,
+    History,
     Grep,
     Fanout,
     Load,
@@ -68,8 +73,9 @@ enum Part {
     Persistence,
 }
 
-const ALL: [Part; 9] = [
+const ALL: [Part; 10] = [
     Part::Codex,
+    Part::History,
     Part::Grep,
     Part::Fanout,
     Part::Load,
@@ -99,6 +105,7 @@ fn parse_args() -> Result<(Vec<Part>, Option<PathBuf>)> {
         match text.as_str() {
             "all" => parts.extend(ALL),
             "codex" => parts.push(Part::Codex),
+            "history" => parts.push(Part::History),
             "grep" => parts.push(Part::Grep),
             "fanout" => parts.push(Part::Fanout),
             "load" => parts.push(Part::Load),
@@ -165,6 +172,17 @@ fn run() -> Result<()> {
                     ] {
                         rows.push(Row::failed(measure, &error.to_string(), "see README"));
                     }
+                }
+            },
+            Part::History => match anchors::codex() {
+                Ok(codex) => {
+                    let figures = history::measure(&bin, &codex, &runtime)?;
+                    rows.extend(figures.rows());
+                    notes.push(figures.note());
+                }
+                Err(error) => {
+                    progress(&format!("history: skipped: {error}"));
+                    rows.extend(history::not_run_rows(&error.to_string()));
                 }
             },
             Part::Grep => match anchors::rg() {

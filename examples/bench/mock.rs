@@ -8,13 +8,14 @@
 //! one `format!`, one write, one flush and one `Instant::now()` per delta, as this file's own
 //! server did before, so the latency figures keep their meaning.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tandem_mock_llm::{Dialect, IncomingRequest, Script, Step};
+use tandem_mock_llm::{Dialect, IncomingRequest, RecordedRequest, Script, Step};
 
-use crate::common::{Result, TURN_TIMEOUT};
+use crate::common::{common_prefix_len, Result, TURN_TIMEOUT};
 
 /// How the mock streams numbered text deltas.
 #[derive(Clone, Copy)]
@@ -68,6 +69,21 @@ pub enum Wire {
     Responses,
 }
 
+/// What a mock keeps and reports beyond its answers (the history benchmark's needs).
+#[derive(Clone, Copy, Default)]
+pub struct MockOptions {
+    /// Keep every request's body bytes as they arrived (`RecordedRequest::raw_body`).
+    pub keep_raw_bodies: bool,
+    /// Report usage as a provider with a prefix cache would, in tokens of four bytes of the raw
+    /// body: prompt tokens = body bytes / 4, cached tokens = (the bytes this body shares from
+    /// its start with the previous request of the same session) / 4. The session is the
+    /// request's `prompt_cache_key` (Codex sends its thread id there) or, without one, the
+    /// mock's only session, so a mock measured this way serves one session of a server that
+    /// sends no key. It is a model of a cache keyed on an exact prefix, not any vendor's
+    /// tokenizer: what it rewards is a request that starts with the bytes of the one before.
+    pub prefix_cache: bool,
+}
+
 /// A model server on 127.0.0.1 with a random port.
 pub struct MockLlm {
     pub base_url: String,
@@ -85,11 +101,17 @@ impl MockLlm {
     }
 
     pub async fn start(wire: Wire, brain: Brain) -> Result<MockLlm> {
+        MockLlm::start_with(wire, brain, MockOptions::default()).await
+    }
+
+    pub async fn start_with(wire: Wire, brain: Brain, options: MockOptions) -> Result<MockLlm> {
         let dialect = match wire {
             Wire::ChatCompletions => Dialect::OpenAi,
             Wire::Responses => Dialect::Responses,
         };
-        let mock = tandem_mock_llm::MockLlm::start_responding(move |request: &IncomingRequest| {
+        // The previous body of each session, for the prefix cache's usage.
+        let previous: Mutex<HashMap<String, Vec<u8>>> = Mutex::new(HashMap::new());
+        let responder = move |request: &IncomingRequest| {
             if request.dialect != dialect {
                 return Script::new().step(Step::Plain {
                     status: 404,
@@ -97,9 +119,35 @@ impl MockLlm {
                     body: json!({"error": {"message": format!("this benchmark mock does not serve {}", request.path)}}).to_string(),
                 });
             }
-            script(brain(request.body))
-        })
-        .await?;
+            let reply = script(brain(request.body));
+            if !options.prefix_cache {
+                return reply;
+            }
+            let session = request.body["prompt_cache_key"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let cached_bytes = match previous.lock() {
+                Ok(mut previous) => {
+                    let shared = previous
+                        .get(&session)
+                        .map_or(0, |before| common_prefix_len(before, request.raw_body));
+                    previous.insert(session, request.raw_body.to_vec());
+                    shared
+                }
+                Err(_) => 0,
+            };
+            with_cached_usage(
+                reply,
+                (request.raw_body.len() / 4) as u64,
+                (cached_bytes / 4) as u64,
+            )
+        };
+        let mut builder = tandem_mock_llm::MockLlm::builder().responder(responder);
+        if options.keep_raw_bodies {
+            builder = builder.keep_raw_bodies();
+        }
+        let mock = builder.start().await?;
         Ok(MockLlm {
             base_url: mock.base_url(),
             mock,
@@ -123,6 +171,11 @@ impl MockLlm {
     /// Model requests answered so far.
     pub fn requests(&self) -> usize {
         self.mock.request_count()
+    }
+
+    /// The records of the requests from number `first` (0-based) on.
+    pub fn recorded_since(&self, first: usize) -> Vec<RecordedRequest> {
+        self.mock.recorded_since(first)
     }
 
     /// Bytes of `Reply::Flood` answers written into the socket so far (all connections): how
@@ -175,6 +228,20 @@ fn script(reply: Reply) -> Script {
             .finish("tool_calls")
             .done(),
     }
+}
+
+/// `reply` with its usage replaced by the prefix cache's numbers (see `MockOptions`).
+fn with_cached_usage(mut reply: Script, prompt: u64, cached: u64) -> Script {
+    for step in &mut reply.steps {
+        if let Step::Usage { completion, .. } = *step {
+            *step = Step::UsageCached {
+                prompt,
+                completion,
+                cached,
+            };
+        }
+    }
+    reply
 }
 
 /// How many tool results the chat-completions request carries after its last user message:

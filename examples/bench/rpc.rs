@@ -237,8 +237,18 @@ pub fn mock_config(base_url: &str) -> String {
 
 /// `tandem serve --config <dir>/tandem.toml --data-dir <dir>/data`, cwd `cwd`.
 pub fn tandem_command(bin: &Path, dir: &Path, base_url: &str, cwd: &Path) -> Result<Command> {
+    tandem_command_with_config(bin, dir, &mock_config(base_url), cwd)
+}
+
+/// The same with the config file's text given (a mock config with more settings).
+pub fn tandem_command_with_config(
+    bin: &Path,
+    dir: &Path,
+    config: &str,
+    cwd: &Path,
+) -> Result<Command> {
     let config_path = dir.join("tandem.toml");
-    std::fs::write(&config_path, mock_config(base_url))?;
+    std::fs::write(&config_path, config)?;
     let data_dir = dir.join("data");
     std::fs::create_dir_all(&data_dir)?;
     let mut command = Command::new(bin);
@@ -282,6 +292,8 @@ pub struct TurnLog {
     pub tool_calls: Vec<(String, Instant)>,
     /// `(toolCallId, status, instant)` of every `toolCallUpdate`.
     pub tool_updates: Vec<(String, String, Instant)>,
+    /// `(inputTokens, cachedTokens)` of every `usage` event (0 when `cachedTokens` is absent).
+    pub usage: Vec<(u64, u64)>,
 }
 
 /// Prompts and waits for `turnEnded{completed}`, approving every request once (as a user who
@@ -317,6 +329,10 @@ pub async fn tandem_turn(server: &mut RpcChild, session_id: &str, prompt: &str) 
                 params["toolCallId"].as_str().unwrap_or_default().to_owned(),
                 params["status"].as_str().unwrap_or_default().to_owned(),
                 at,
+            )),
+            Some("usage") => log.usage.push((
+                params["inputTokens"].as_u64().unwrap_or_default(),
+                params["cachedTokens"].as_u64().unwrap_or_default(),
             )),
             Some("turnEnded") => *ended.borrow_mut() = Some(params.clone()),
             _ => {}

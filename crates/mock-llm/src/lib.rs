@@ -41,6 +41,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -82,6 +83,7 @@ struct Options {
     serve_model_list: bool,
     request_log: Option<PathBuf>,
     on_record: Option<RecordHook>,
+    keep_raw_bodies: bool,
 }
 
 struct Shared {
@@ -156,6 +158,14 @@ impl MockBuilder {
     /// Appends each model request's body as one JSON line to this file before answering.
     pub fn request_log(mut self, path: PathBuf) -> MockBuilder {
         self.options.request_log = Some(path);
+        self
+    }
+
+    /// Keeps each request's body bytes as they arrived in [`RecordedRequest::raw_body`] (by
+    /// default only the parsed `body` is kept): for comparing what a client sends byte for byte,
+    /// such as how much of one request repeats the previous one.
+    pub fn keep_raw_bodies(mut self) -> MockBuilder {
+        self.options.keep_raw_bodies = true;
         self
     }
 
@@ -304,6 +314,13 @@ impl MockLlm {
         self.shared.lock().requests.clone()
     }
 
+    /// The records of the requests from number `first` (0-based) on, in arrival order: what
+    /// arrived since a caller last looked, without cloning every earlier body again.
+    pub fn recorded_since(&self, first: usize) -> Vec<RecordedRequest> {
+        let st = self.shared.lock();
+        st.requests.get(first..).unwrap_or_default().to_vec()
+    }
+
     /// The body of request number `i` (0-based); panics with the count if absent.
     pub fn request(&self, i: usize) -> Value {
         let reqs = self.requests();
@@ -401,6 +418,13 @@ impl Drop for MockLlm {
 const MODEL_LIST: &str = r#"{"object":"list","data":[{"id":"mock-model"},{"id":"mock-model-2"}]}"#;
 
 async fn handle_connection(mut stream: TcpStream, shared: Arc<Shared>) {
+    // `peek` returns as soon as the first byte is readable, so this is when the client's request
+    // reached the mock, not when its whole body had (a large body takes a while to arrive). A
+    // client that connects and closes without a byte gets an instant too; `read_request` then
+    // fails as before.
+    let mut first_byte = [0u8; 1];
+    let _ = stream.peek(&mut first_byte).await;
+    let first_byte_at = Instant::now();
     let req = {
         let mut reader = BufReader::new(&mut stream);
         match read_request(&mut reader).await {
@@ -465,11 +489,18 @@ async fn handle_connection(mut stream: TcpStream, shared: Arc<Shared>) {
                 path: &req.path,
                 headers: &req.headers,
                 body: &body,
+                raw_body: &req.body,
+                first_byte_at,
             }))
         }
         _ => None,
     };
 
+    // Copied outside the lock: a large body takes a moment.
+    let raw_body = shared
+        .options
+        .keep_raw_bodies
+        .then(|| Arc::from(req.body.as_slice()));
     let (index, script, log_error) = shared.update(|st| {
         let script = match (responded, &rejected) {
             (_, Some(_)) => None,
@@ -495,6 +526,8 @@ async fn handle_connection(mut stream: TcpStream, shared: Arc<Shared>) {
             rejected: rejected.clone(),
             cancelled: false,
             finished: false,
+            first_byte_at,
+            raw_body,
         });
         let index = st.requests.len() - 1;
         if let Some(hook) = &shared.options.on_record {

@@ -467,6 +467,14 @@ pub struct RecordedRequest {
     pub cancelled: bool,
     /// True when the mock finished writing the whole script.
     pub finished: bool,
+    /// When the request's first byte could be read from its connection: a client's "request
+    /// sent" as the server sees it, before the rest of the head and the body have arrived (the
+    /// benchmarks time how long a server takes to start a model request).
+    pub first_byte_at: Instant,
+    /// The body exactly as it arrived, kept only when the mock was built with
+    /// [`MockBuilder::keep_raw_bodies`](crate::MockBuilder::keep_raw_bodies) (tests have `body`
+    /// and need no second copy). Shared, so cloning a record does not copy it.
+    pub raw_body: Option<Arc<[u8]>>,
 }
 
 impl RecordedRequest {
@@ -510,4 +518,8 @@ pub struct IncomingRequest<'a> {
     pub path: &'a str,
     pub headers: &'a [(String, String)],
     pub body: &'a Value,
+    /// The body's bytes as they arrived (what `body` was parsed from).
+    pub raw_body: &'a [u8],
+    /// When the request's first byte could be read (see [`RecordedRequest::first_byte_at`]).
+    pub first_byte_at: Instant,
 }
