@@ -56,8 +56,6 @@ const RESUME_TARGET: Duration = Duration::from_millis(50);
 /// Issue 9: what `session/load` adds over the cold start should stay within this many times a
 /// raw read of the same rows. Reported, not enforced.
 const RESUME_RAW_RATIO_TARGET: f64 = 5.0;
-/// A turn with the store may take at most this much longer than the same turn without it.
-const PERSISTENCE_OVERHEAD_TARGET: f64 = 0.05;
 
 // ---------------------------------------------------------------------------------------------
 // Cold start and idle memory
@@ -879,12 +877,20 @@ pub fn measure_persistence(runtime: &tokio::runtime::Runtime) -> Result<Persiste
 
 impl PersistenceFigures {
     pub fn row(&self) -> Row {
-        Row::within_ratio(
+        // Reported, no longer a target (issue 29): the overhead (+4% to +13%, 0.15–0.45 ms
+        // a turn) sits inside this machine's run-to-run noise and is invisible beside a
+        // provider's latency.
+        Row::reported(
             "Turn of 200 unpaced deltas, median (prompt → turnEnded), with the store",
-            self.with_store,
-            self.without_store,
-            "same in-process server, no store",
-            (1.0 + PERSISTENCE_OVERHEAD_TARGET, "overhead < 5%"),
+            format_duration(self.with_store),
+            format!(
+                "{} (same in-process server, no store)",
+                format_duration(self.without_store)
+            ),
+            format!(
+                "{:.2}×",
+                self.with_store.as_secs_f64() / self.without_store.as_secs_f64()
+            ),
         )
     }
 

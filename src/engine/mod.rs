@@ -13,6 +13,7 @@ pub mod display;
 pub mod emitter;
 pub mod history;
 pub mod hooks;
+pub mod memory;
 pub mod outbound;
 pub mod pending;
 pub mod turn;

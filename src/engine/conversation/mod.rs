@@ -485,6 +485,10 @@ impl Conversation {
                 prefix.append(&mut state.history);
                 state.history = prefix;
                 state.tool_call_ids = None;
+                drop(state);
+                drop(rows);
+                // The rows' JSON was freed on this thread and the parse's on the blocking pool.
+                tokio::task::spawn_blocking(crate::engine::memory::release_freed_memory);
                 return Ok(());
             }
             Ok(Err((position, why))) => {
