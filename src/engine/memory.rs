@@ -6,7 +6,8 @@
 //! blocking-pool thread whose arena nothing else uses; without a trim those pages stayed in the
 //! process for its whole life (+9 MB per 1,000 messages of a resumed session, measured by
 //! `cargo run --release --example bench -- history`). `malloc_trim` walks every arena and
-//! returns each free page.
+//! returns each free page. It runs after a resumed history is parsed and after every turn (a
+//! first request after a resume encodes the whole history; tool outputs come and go).
 
 /// Return freed memory to the system. Blocking (it walks the allocator's free lists under its
 /// locks, about a millisecond for tens of megabytes): call it on the blocking pool.

@@ -291,6 +291,9 @@ async fn drive(
     };
     let outcome = turn.run().await;
     turn.end(outcome);
+    // What the turn built and dropped (its requests' pieces, a first request's encoding of a
+    // resumed history, tool outputs) goes back to the system, off the async runtime.
+    tokio::task::spawn_blocking(crate::engine::memory::release_freed_memory);
 }
 
 impl Turn {
