@@ -154,7 +154,8 @@ pub fn request_bytes(request: &ProviderRequest) -> Body {
             head.insert("parallel_tool_calls".into(), json!(false));
         }
     }
-    let mut body = Body::with_head(head);
+    let count = request.encoded.len() + request.messages.len();
+    let mut body = Body::with_head(head, 2 * count);
     body.field("messages");
     body.push_static("[");
     let mut first = true;
@@ -162,7 +163,14 @@ pub fn request_bytes(request: &ProviderRequest) -> Body {
         body.push_json(&json!({"role": "system", "content": request.system}));
         first = false;
     }
-    for message in request.encoded_messages(encode_message) {
+    // The cached messages as they are (no copy of the list), then the rest encoded now.
+    let form = request.form();
+    let fresh: Vec<EncodedMessage> = request
+        .messages
+        .iter()
+        .map(|m| encode_message(m, form))
+        .collect();
+    for message in request.encoded.iter().map(|m| &**m).chain(&fresh) {
         for item in &message.items {
             if !first {
                 body.push_static(",");

@@ -104,14 +104,19 @@ pub struct Body {
 
 impl Body {
     /// A body that opens with `head`'s fields; the caller then writes the last field, the
-    /// conversation, with [`Body::field`] and closes it with [`Body::close`].
+    /// conversation, with [`Body::field`] and closes it with [`Body::close`]. `pieces` is about
+    /// how many pieces the conversation will add.
     ///
     /// The conversation comes last on purpose: everything before it (model, tools, system
     /// prompt) is the same from one request to the next, and the conversation only grows at
     /// its end, so consecutive requests share one long byte prefix, as providers' prompt
     /// caches do.
-    pub fn with_head(head: Map<String, Value>) -> Body {
-        let mut body = Body::default();
+    pub fn with_head(head: Map<String, Value>, pieces: usize) -> Body {
+        // Room for every piece up front: a long conversation is thousands of them.
+        let mut body = Body {
+            segments: Vec::with_capacity(pieces + 16),
+            len: 0,
+        };
         let text = Value::Object(head).to_string();
         // `{…}`: drop the closing brace so more fields can follow.
         let open = text.strip_suffix('}').unwrap_or("{").to_owned();
@@ -249,7 +254,7 @@ mod tests {
     fn the_body_streams_in_bounded_chunks_that_add_up_to_its_bytes() {
         let mut head = Map::new();
         head.insert("model".into(), json!("m"));
-        let mut body = Body::with_head(head);
+        let mut body = Body::with_head(head, 8);
         body.field("messages");
         body.push_static("[");
         let big: Arc<str> = Arc::from(format!("\"{}\"", "x".repeat(3 * CHUNK_BYTES + 17)));
@@ -277,7 +282,7 @@ mod tests {
 
     #[test]
     fn an_empty_head_opens_the_object_without_a_comma() {
-        let mut body = Body::with_head(Map::new());
+        let mut body = Body::with_head(Map::new(), 0);
         body.field("contents");
         body.push_static("[]");
         body.close();

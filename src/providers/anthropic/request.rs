@@ -144,7 +144,8 @@ pub fn request_bytes(request: &ProviderRequest) -> Body {
             json!([{"type": "text", "text": request.system}]),
         );
     }
-    let mut body = Body::with_head(head);
+    let pieces: usize = messages.iter().map(|(_, items)| items.len() + 1).sum();
+    let mut body = Body::with_head(head, 2 * pieces);
     body.field("messages");
     body.push_static("[");
     for (i, (role, items)) in messages.iter().enumerate() {

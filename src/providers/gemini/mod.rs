@@ -203,7 +203,8 @@ pub fn request_bytes(request: &ProviderRequest) -> Body {
     if !generation.is_empty() {
         head.insert("generationConfig".into(), Value::Object(generation));
     }
-    let mut body = Body::with_head(head);
+    let pieces: usize = contents.iter().map(|(_, items)| items.len() + 1).sum();
+    let mut body = Body::with_head(head, 2 * pieces);
     body.field("contents");
     body.push_static("[");
     for (i, (role, items)) in contents.iter().enumerate() {
