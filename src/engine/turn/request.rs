@@ -116,20 +116,6 @@ impl Turn {
         // The turn's own reminders (continuation prompts) sit between history messages in
         // its requests only; the cache stops before the first of them.
         let limit = self.ephemeral.first().map_or(usize::MAX, |(at, _)| *at);
-        let form = MessageForm {
-            calls_as_text: false,
-        };
-        let (encoded, messages) = self.session.with_history_and_outbound(|history, cache| {
-            let Some(start) = cache.start(history, &ctx, provider, form, limit) else {
-                // Uncached (a provider that reads typed messages, or a view without a prompt):
-                // the whole projection, typed.
-                return (Vec::new(), project(&self.with_reminders(history, 0), &ctx));
-            };
-            let rest = self.with_reminders(&history[start.rest_from..], start.rest_from);
-            let mut messages = Vec::new();
-            project_range(&rest, &ctx, true, &mut messages);
-            (start.encoded, messages)
-        });
         let mut tools: Vec<ToolSpec> = TOOLS
             .iter()
             .filter(|t| permissions::offered(mode, t))
@@ -158,6 +144,22 @@ impl Turn {
                     parameters: crate::mcp::schema::model_schema(t.input_schema),
                 }),
         );
+        // The form the provider will write this request in (`ProviderRequest::form`), so the
+        // cached start and the rest agree.
+        let form = MessageForm {
+            calls_as_text: tools.is_empty(),
+        };
+        let (encoded, messages) = self.session.with_history_and_outbound(|history, cache| {
+            let Some(start) = cache.start(history, &ctx, provider, form, limit) else {
+                // Uncached (a provider that reads typed messages, or a view without a prompt):
+                // the whole projection, typed.
+                return (Vec::new(), project(&self.with_reminders(history, 0), &ctx));
+            };
+            let rest = self.with_reminders(&history[start.rest_from..], start.rest_from);
+            let mut messages = Vec::new();
+            project_range(&rest, &ctx, true, &mut messages);
+            (start.encoded, messages)
+        });
         ProviderRequest {
             encoded,
             model: model.name.clone(),
