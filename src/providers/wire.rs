@@ -82,6 +82,27 @@ pub fn item(kind: ItemKind, value: &Value) -> EncodedItem {
     }
 }
 
+/// One vendor message of a vendor that wants alternating roles: a role and the items of the
+/// consecutive encoded messages of that role.
+pub type RoleMessage = (&'static str, Vec<EncodedItem>);
+
+/// Merge consecutive messages of one role into one vendor message (Anthropic, Gemini), skipping
+/// empty ones (a stop before any text has nothing to say, and both APIs refuse empty content).
+/// Consecutive tool results, and a steering message after them, then share one user message,
+/// results first.
+pub fn merge_by_role(messages: &[Arc<EncodedMessage>]) -> Vec<RoleMessage> {
+    let mut merged: Vec<RoleMessage> = Vec::new();
+    for message in messages.iter().filter(|m| !m.items.is_empty()) {
+        match merged.last_mut() {
+            Some((role, items)) if *role == message.role => {
+                items.extend(message.items.iter().cloned())
+            }
+            _ => merged.push((message.role, message.items.clone())),
+        }
+    }
+    merged
+}
+
 enum Segment {
     Static(&'static str),
     Shared(Arc<str>),
@@ -167,6 +188,25 @@ impl Body {
             }
             self.push_shared(item);
         }
+    }
+
+    /// `[{"role":…,"<items_key>":[…]},…]`: merged vendor messages with their items under
+    /// `items_key` (`content` for Anthropic, `parts` for Gemini).
+    pub fn push_role_messages(&mut self, messages: &[RoleMessage], items_key: &'static str) {
+        self.push_static("[");
+        for (i, (role, items)) in messages.iter().enumerate() {
+            if i > 0 {
+                self.push_static(",");
+            }
+            self.push_static("{\"role\":\"");
+            self.push_static(role);
+            self.push_static("\",\"");
+            self.push_static(items_key);
+            self.push_static("\":[");
+            self.push_items(items.iter().map(|i| &i.json));
+            self.push_static("]}");
+        }
+        self.push_static("]");
     }
 
     pub fn len(&self) -> usize {

@@ -80,22 +80,7 @@ pub fn encode_message(message: &OutboundMessage, form: MessageForm) -> EncodedMe
 /// messages last (see [`Body::with_head`]).
 pub fn request_bytes(request: &ProviderRequest) -> Body {
     let all = request.encoded_messages(encode_message);
-    let mut messages: Vec<(&'static str, Vec<EncodedItem>)> = Vec::new();
-    for message in &all {
-        if message.items.is_empty() {
-            // An empty assistant message (a stop before any text) has nothing to say, and the
-            // API refuses empty content.
-            continue;
-        }
-        match messages.last_mut() {
-            // Roles must alternate: consecutive tool results, and a steering message after
-            // them, share one user message (tool results first, as the API requires).
-            Some((last_role, last_items)) if *last_role == message.role => {
-                last_items.extend(message.items.iter().cloned())
-            }
-            _ => messages.push((message.role, message.items.clone())),
-        }
-    }
+    let mut messages = wire::merge_by_role(&all);
     if messages.first().map(|(role, _)| *role) == Some("assistant") {
         messages.insert(
             0,
@@ -147,18 +132,7 @@ pub fn request_bytes(request: &ProviderRequest) -> Body {
     let pieces: usize = messages.iter().map(|(_, items)| items.len() + 1).sum();
     let mut body = Body::with_head(head, 2 * pieces);
     body.field("messages");
-    body.push_static("[");
-    for (i, (role, items)) in messages.iter().enumerate() {
-        if i > 0 {
-            body.push_static(",");
-        }
-        body.push_static("{\"role\":\"");
-        body.push_static(role);
-        body.push_static("\",\"content\":[");
-        body.push_items(items.iter().map(|i| &i.json));
-        body.push_static("]}");
-    }
-    body.push_static("]");
+    body.push_role_messages(&messages, "content");
     body.close();
     body
 }

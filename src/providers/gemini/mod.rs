@@ -147,20 +147,7 @@ pub fn encode_message(message: &OutboundMessage, form: MessageForm) -> EncodedMe
 /// the contents last (see [`Body::with_head`]).
 pub fn request_bytes(request: &ProviderRequest) -> Body {
     let all = request.encoded_messages(encode_message);
-    let mut contents: Vec<(&'static str, Vec<EncodedItem>)> = Vec::new();
-    for message in &all {
-        if message.items.is_empty() {
-            continue;
-        }
-        match contents.last_mut() {
-            // One content per role turn: a batch of function responses must sit together, and
-            // the API rejects two contents of one role in a row less gracefully than a merge.
-            Some((last_role, last_items)) if *last_role == message.role => {
-                last_items.extend(message.items.iter().cloned())
-            }
-            _ => contents.push((message.role, message.items.clone())),
-        }
-    }
+    let mut contents = wire::merge_by_role(&all);
     if request.model.contains("gemini-3") {
         sign_current_turn(&mut contents);
     }
@@ -206,18 +193,7 @@ pub fn request_bytes(request: &ProviderRequest) -> Body {
     let pieces: usize = contents.iter().map(|(_, items)| items.len() + 1).sum();
     let mut body = Body::with_head(head, 2 * pieces);
     body.field("contents");
-    body.push_static("[");
-    for (i, (role, items)) in contents.iter().enumerate() {
-        if i > 0 {
-            body.push_static(",");
-        }
-        body.push_static("{\"role\":\"");
-        body.push_static(role);
-        body.push_static("\",\"parts\":[");
-        body.push_items(items.iter().map(|i| &i.json));
-        body.push_static("]}");
-    }
-    body.push_static("]");
+    body.push_role_messages(&contents, "parts");
     body.close();
     body
 }
