@@ -176,19 +176,47 @@ pub(crate) async fn start(
     Ok(Listener { accepting })
 }
 
-/// Wait for SIGINT or SIGTERM (a `--listen` server without stdio runs until then).
-pub(crate) async fn until_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+/// SIGINT and SIGTERM, caught from the moment this is made: a `--listen` server without stdio
+/// runs until one arrives.
+///
+/// Made before the address is printed, so a client that reads the address and at once sends
+/// SIGTERM never meets the default action (death by signal, status -15) nor a handler half
+/// installed (tokio drops a signal that lands between installing the handler and subscribing).
+pub(crate) struct StopSignals {
+    interrupt: Option<tokio::signal::unix::Signal>,
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    pub(crate) fn catch() -> StopSignals {
+        use tokio::signal::unix::{signal, SignalKind};
+        let catch = |kind: SignalKind, name: &str| match signal(kind) {
+            Ok(signal) => Some(signal),
+            Err(e) => {
+                tracing::warn!("{name} cannot be caught ({e}); it ends tandem without cleanup");
+                None
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        StopSignals {
+            interrupt: catch(SignalKind::interrupt(), "SIGINT"),
+            terminate: catch(SignalKind::terminate(), "SIGTERM"),
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
+    }
+
+    /// Resolves at the first SIGINT or SIGTERM since [`StopSignals::catch`].
+    pub(crate) async fn arrived(mut self) {
+        async fn next(signal: &mut Option<tokio::signal::unix::Signal>) {
+            match signal {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        }
+        tokio::select! {
+            () = next(&mut self.interrupt) => {}
+            () = next(&mut self.terminate) => {}
+        }
     }
 }
 

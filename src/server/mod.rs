@@ -14,6 +14,7 @@ pub mod framing;
 pub mod listen;
 mod load;
 mod mcp;
+mod outbound;
 mod params;
 
 use load::load_response;
@@ -26,12 +27,11 @@ pub use stdio::{outbound_channel, outbound_to_fd, run};
 
 use crate::session::host::Host;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use crate::config::Config;
 use crate::engine::EngineContext;
@@ -41,147 +41,9 @@ use crate::store::Store;
 use crate::workspace::protected::OwnFiles;
 use crate::workspace::Workspace;
 use fanout::{ConnectionId, SessionEvents};
+pub use outbound::Outbound;
+pub(crate) use outbound::QueuedBytes;
 use rpc::Incoming;
-
-/// Messages for one connection, already serialized, not yet framed.
-#[derive(Clone)]
-pub struct Outbound {
-    tx: mpsc::UnboundedSender<Vec<u8>>,
-    /// The real stdout, written directly when it can be (see `stdout`); `None` for an
-    /// in-process driver that reads the channel and for a WebSocket connection.
-    stdout: Option<Arc<stdout::Shared>>,
-    /// What a WebSocket connection's writer task has not written yet (`None` for stdout, which
-    /// counts its own backlog, and in-process drivers).
-    queued_bytes: Option<Arc<QueuedBytes>>,
-}
-
-/// The bytes queued for a WebSocket connection and not yet taken by its writer; past `limit` the
-/// connection's read loop is woken to close it (a client that stopped reading and sends nothing
-/// would otherwise never be noticed).
-pub(crate) struct QueuedBytes {
-    bytes: AtomicUsize,
-    limit: usize,
-    overflow: tokio::sync::Notify,
-    /// Woken when the queue falls to half the limit: a replay waits for it between events, so
-    /// replaying a long session never trips the limit itself.
-    room: tokio::sync::Notify,
-    /// Set when the writer ended (the client is gone): nobody will make room any more.
-    closed: std::sync::atomic::AtomicBool,
-}
-
-impl QueuedBytes {
-    pub(crate) fn with_limit(limit: usize) -> Self {
-        QueuedBytes {
-            bytes: AtomicUsize::new(0),
-            limit,
-            overflow: tokio::sync::Notify::new(),
-            room: tokio::sync::Notify::new(),
-            closed: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-
-    /// The writer ended: wake a replay waiting for room (its sends now go nowhere) and the read
-    /// loop (the connection is over).
-    pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        self.room.notify_waiters();
-        self.overflow.notify_one();
-    }
-
-    fn add(&self, size: usize) {
-        let before = self.bytes.fetch_add(size, Ordering::AcqRel);
-        if before <= self.limit && before + size > self.limit {
-            self.overflow.notify_one();
-        }
-    }
-
-    fn written(&self, size: usize) {
-        let before = self.bytes.fetch_sub(size, Ordering::AcqRel);
-        let half = self.limit / 2;
-        if before > half && before - size <= half {
-            self.room.notify_waiters();
-        }
-    }
-
-    /// Resolves once at most half the limit waits.
-    async fn room(&self) {
-        let half = self.limit / 2;
-        loop {
-            let notified = self.room.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.load() <= half || self.closed.load(Ordering::Acquire) {
-                return;
-            }
-            notified.await;
-        }
-    }
-
-    fn load(&self) -> usize {
-        self.bytes.load(Ordering::Acquire)
-    }
-
-    /// Resolves once the queue passed the limit (at once when it already has).
-    async fn overflow_notified(&self) {
-        let notified = self.overflow.notified();
-        if self.load() > self.limit {
-            return;
-        }
-        notified.await;
-    }
-}
-
-impl Outbound {
-    fn send(&self, body: Vec<u8>) {
-        // Nothing goes out above the frame cap clients are told about; builders of large
-        // messages fit them first, this catches the rest (see `protocol::fit`).
-        let Some(body) = crate::protocol::fit::fit_message(body) else {
-            return;
-        };
-        match &self.stdout {
-            Some(stdout) => stdout.send(&self.tx, body),
-            // In-process drivers and WebSocket writers read the channel; it is closed only
-            // when the connection is gone.
-            None => {
-                let size = body.len();
-                if self.tx.send(body).is_ok() {
-                    if let Some(queued) = &self.queued_bytes {
-                        queued.add(size);
-                    }
-                }
-            }
-        }
-    }
-
-    fn respond<T: Serialize>(&self, id: &Value, result: Result<T, RpcErrorObject>) {
-        match result {
-            Ok(value) => self.send(rpc::result_message(id, value)),
-            Err(error) => self.send(rpc::error_message(id, &error)),
-        }
-    }
-
-    /// For a replay: wait until a WebSocket client's queue has room (at once for stdout, whose
-    /// writer thread takes everything, and for in-process drivers).
-    async fn room(&self) {
-        if let Some(queued) = &self.queued_bytes {
-            queued.room().await;
-        }
-    }
-
-    /// Bytes waiting to be written to a client that reads slowly or not at all (0 for an
-    /// in-process driver, which reads its channel).
-    fn backlog_bytes(&self) -> usize {
-        match (&self.stdout, &self.queued_bytes) {
-            (Some(stdout), _) => stdout.backlog_bytes(),
-            (None, Some(queued)) => queued.load(),
-            (None, None) => 0,
-        }
-    }
-}
 
 /// What every connection of one `tandem serve` process shares: the engine, the store and the
 /// live sessions (each with its [`SessionEvents`], the list of connections it sends to).
@@ -285,6 +147,8 @@ pub async fn serve(
     let opening = tokio::task::spawn_blocking(move || Store::open(&path));
     let engine = EngineContext::new(config, own_files);
     let shared = Shared::new(engine, Some(opening), options.websocket.is_some());
+    // Caught before the listener prints its address (see `StopSignals`).
+    let signals = (!options.stdio).then(listen::StopSignals::catch);
     let listener = match &options.websocket {
         Some(listen) => {
             let dir = crate::store::default_database_path(data_dir.as_deref())
@@ -298,7 +162,9 @@ pub async fn serve(
     if options.stdio {
         return stdio::serve_stdio(shared, listener).await;
     }
-    listen::until_signal().await;
+    if let Some(signals) = signals {
+        signals.arrived().await;
+    }
     if let Some(listener) = listener {
         listener.stop().await;
     }
