@@ -113,6 +113,8 @@ pub fn measure(
             "codex: idle memory, {RSS_RUNS} samples each, {} s after initialize",
             RSS_SETTLE.as_secs()
         ));
+        drop_cached_pages(bin)?;
+        drop_cached_pages(codex)?;
         let mut idle = [Vec::new(), Vec::new()];
         for _ in 0..RSS_RUNS {
             for (i, kind) in [Kind::Tandem, Kind::Codex].into_iter().enumerate() {

@@ -690,7 +690,8 @@ pub fn synthetic_turn(t: usize, model: &str) -> Vec<Message> {
             &turn_id,
         ));
         let mut result = Message::tool_result(&call, ResultStatus::Completed, output, &turn_id);
-        result.meta.diff = diff.map(Box::new);
+        result.meta.diff =
+            diff.and_then(|d| tandem::engine::history::StoredJson::from_serialize(&d));
         messages.push(result);
     }
     let mut answer = Message::assistant(
@@ -1134,6 +1135,7 @@ pub fn measure(bin: &Path, runtime: &tokio::runtime::Runtime) -> Result<CoreFigu
         "core: idle memory, {RSS_RUNS} samples each, {} s after initialize",
         RSS_SETTLE.as_secs()
     ));
+    drop_cached_pages(bin)?;
     let rss_tandem = median_u64(idle_rss_samples(&tandem)?);
     let rss_cat = median_u64(idle_rss_samples(&Subject::Cat)?);
 

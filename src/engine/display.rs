@@ -14,9 +14,8 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 
 use serde::Serialize;
-use serde_json::Value;
 
-use crate::engine::history::Message;
+use crate::engine::history::{Message, StoredJson};
 use crate::protocol as wire;
 use crate::store::StoredDisplay;
 
@@ -69,7 +68,7 @@ struct DisplayImageRef<'a> {
 struct DisplayToolCallRef<'a> {
     arguments: ArgumentsRef<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    diff: Option<&'a Value>,
+    diff: Option<&'a serde_json::value::RawValue>,
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     result: Option<Cow<'a, str>>,
@@ -225,7 +224,7 @@ pub fn display_history(history: &[crate::engine::history::Message]) -> Vec<Displ
                     ResultStatus::Interrupted => wire::ToolStatus::Interrupted,
                 });
                 call.result = Some(message_text(message));
-                call.diff = message.meta.diff.as_deref();
+                call.diff = message.meta.diff.as_ref().map(StoredJson::as_raw);
             }
             Role::Notice => {
                 let mut notice = entry(wire::DisplayRole::Notice);
@@ -415,7 +414,7 @@ mod tests {
         let computed = serde_json::to_string(&display_history(&messages)).unwrap();
         assert_eq!(format!("[{}]", shown.join(",")), computed);
         // The assistant's entry carries both results.
-        let assistant: Value = serde_json::from_str(shown[1]).unwrap();
+        let assistant: serde_json::Value = serde_json::from_str(shown[1]).unwrap();
         assert_eq!(assistant["toolCalls"][0]["result"], "alpha");
         assert_eq!(assistant["toolCalls"][1]["status"], "failed");
     }

@@ -19,7 +19,7 @@ use futures_util::stream::BoxStream;
 use serde_json::Value;
 
 use crate::config::{Config, ProviderKind};
-pub use wire::{EncodedMessage, MessageForm};
+pub use wire::{EncodedList, EncodedMessage, MessageForm};
 
 /// What a model sees: a system prompt, the projected messages, and the offered tools.
 #[derive(Debug, Clone)]
@@ -28,9 +28,9 @@ pub struct ProviderRequest {
     pub model: String,
     pub system: String,
     /// The conversation's first messages, already encoded by the provider this request goes
-    /// to (kept by the engine's outbound cache, in this request's [`MessageForm`]); `messages`
-    /// follow them.
-    pub encoded: Vec<Arc<EncodedMessage>>,
+    /// to (kept by the engine's outbound cache, in this request's [`MessageForm`], and shared
+    /// with it); `messages` follow them.
+    pub encoded: Arc<EncodedList>,
     /// The rest of the conversation, typed: what the cache does not hold yet.
     pub messages: Vec<OutboundMessage>,
     pub tools: Vec<ToolSpec>,
@@ -93,17 +93,23 @@ impl ProviderRequest {
         }
     }
 
-    /// Every message of the conversation in one vendor's encoding: the cached ones as they
-    /// are, then the typed ones encoded now.
-    pub fn encoded_messages(
+    /// The typed messages (those the cache does not hold) in one vendor's encoding; they follow
+    /// `encoded`'s (see [`ProviderRequest::all_encoded`]).
+    pub fn encode_rest(
         &self,
         encode: impl Fn(&OutboundMessage, MessageForm) -> EncodedMessage,
-    ) -> Vec<Arc<EncodedMessage>> {
+    ) -> Vec<EncodedMessage> {
         let form = self.form();
-        let mut all = Vec::with_capacity(self.encoded.len() + self.messages.len());
-        all.extend(self.encoded.iter().cloned());
-        all.extend(self.messages.iter().map(|m| Arc::new(encode(m, form))));
-        all
+        self.messages.iter().map(|m| encode(m, form)).collect()
+    }
+
+    /// Every message of the conversation in one vendor's encoding: the cached ones, then
+    /// `rest` (from [`ProviderRequest::encode_rest`]).
+    pub fn all_encoded<'a>(
+        &'a self,
+        rest: &'a [EncodedMessage],
+    ) -> impl Iterator<Item = &'a EncodedMessage> {
+        self.encoded.messages().iter().chain(rest)
     }
 }
 

@@ -154,8 +154,7 @@ pub fn request_bytes(request: &ProviderRequest) -> Body {
             head.insert("parallel_tool_calls".into(), json!(false));
         }
     }
-    let count = request.encoded.len() + request.messages.len();
-    let mut body = Body::with_head(head, 2 * count);
+    let mut body = Body::with_head(head, 2 * request.messages.len());
     body.field("messages");
     body.push_static("[");
     let mut first = true;
@@ -163,14 +162,12 @@ pub fn request_bytes(request: &ProviderRequest) -> Body {
         body.push_json(&json!({"role": "system", "content": request.system}));
         first = false;
     }
-    // The cached messages as they are (no copy of the list), then the rest encoded now.
-    let form = request.form();
-    let fresh: Vec<EncodedMessage> = request
-        .messages
-        .iter()
-        .map(|m| encode_message(m, form))
-        .collect();
-    for message in request.encoded.iter().map(|m| &**m).chain(&fresh) {
+    // The cached messages as one run, walked only while the body streams; then the rest,
+    // encoded now.
+    if body.push_run(&request.encoded, !first) {
+        first = false;
+    }
+    for message in request.encode_rest(encode_message) {
         for item in &message.items {
             if !first {
                 body.push_static(",");
@@ -458,7 +455,7 @@ mod tests {
             "additionalProperties": false
         }));
         let request = ProviderRequest {
-            encoded: Vec::new(),
+            encoded: Default::default(),
             model: "m".into(),
             system: String::new(),
             messages: vec![OutboundMessage::User {

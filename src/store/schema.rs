@@ -223,6 +223,11 @@ pub(crate) fn configure(conn: &Connection) -> rusqlite::Result<()> {
     // messages, `bench -- history`). Reads copy pages with pread into SQLite's own page cache,
     // which is bounded (2 MiB per connection); the file stays in the kernel's page cache.
     conn.pragma_update(None, "mmap_size", 0)?;
+    // A page cache of 512 KiB, not SQLite's 2 MiB: a session's rows are read once, in order,
+    // when it is resumed (the kernel's page cache keeps the file anyway), and writes append,
+    // touching the last leaf and the few interior pages above it. The default filled up with
+    // the pages of every session resumed and stayed full.
+    conn.pragma_update(None, "cache_size", -512)?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(())
 }

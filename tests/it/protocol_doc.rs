@@ -509,14 +509,12 @@ fn full_history() -> Vec<history::Message> {
     }));
     let bare = Message::assistant(String::new(), Vec::new(), turn);
     let mut result = Message::tool_result(&edit, ResultStatus::Completed, "ok".into(), turn);
-    result.meta.diff = serde_json::to_value(vec![DiffEntry {
+    result.meta.diff = tandem::engine::history::StoredJson::from_serialize(&[DiffEntry {
         path: "a".into(),
         old_text: None,
         new_text: "b".into(),
         unified: "+b".into(),
-    }])
-    .ok()
-    .map(Box::new);
+    }]);
     let notice = Message::notice(NoticeKind::Error, "n".into(), Some(turn));
     let idle_notice = Message::notice(NoticeKind::ModelSwitch, "n".into(), None);
     vec![

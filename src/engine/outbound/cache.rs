@@ -26,7 +26,7 @@ use std::sync::Arc;
 use super::{is_prompt, project_range, summary_message, ProjectionContext};
 use crate::engine::compaction::latest_compaction;
 use crate::engine::history::{Message, Role};
-use crate::providers::{EncodedMessage, MessageForm, OutboundMessage, Provider};
+use crate::providers::{EncodedList, EncodedMessage, MessageForm, OutboundMessage, Provider};
 
 /// How many history messages are projected at a time when the cache catches up.
 const ENCODE_STRETCH: usize = 256;
@@ -47,7 +47,8 @@ struct CacheKey {
 #[derive(Default)]
 pub struct OutboundCache {
     key: Option<CacheKey>,
-    encoded: Vec<Arc<EncodedMessage>>,
+    /// Shared with the requests it started (see [`EncodedList`]).
+    encoded: Arc<EncodedList>,
     /// How many history messages the encoded view covers.
     covered: usize,
     /// Ids of `history[0]` and `history[covered - 1]`, to notice a history that was cut back or
@@ -56,20 +57,18 @@ pub struct OutboundCache {
     last_id: Option<String>,
     /// The view holds a prompt, so the per-turn context rides on prompts only.
     has_prompt: bool,
-    /// Bytes the encoded messages hold.
-    bytes: usize,
 }
 
 /// A request's conversation: the cached start, and the history index the rest starts at.
 pub struct CachedStart {
-    pub encoded: Vec<Arc<EncodedMessage>>,
+    pub encoded: Arc<EncodedList>,
     pub rest_from: usize,
 }
 
 impl OutboundCache {
     /// Bytes of serialized messages held.
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.encoded.bytes()
     }
 
     /// Forget everything (the history is about to be replaced or the session closes).
@@ -126,6 +125,9 @@ impl OutboundCache {
             // In stretches, so that a first request after a resume does not hold the typed
             // projection of the whole history at once beside its encoding.
             let mut projected: Vec<OutboundMessage> = Vec::new();
+            // In place: the previous request (the only other holder) is gone by now.
+            let list = Arc::make_mut(&mut self.encoded);
+            list.reserve_for(end - self.covered);
             while self.covered < end {
                 let mut stop = (self.covered + ENCODE_STRETCH).min(end);
                 // A stretch must end where the next one starts at a user or assistant message.
@@ -134,7 +136,7 @@ impl OutboundCache {
                 }
                 project_range(&history[self.covered..stop], ctx, true, &mut projected);
                 for message in projected.drain(..) {
-                    self.push(provider.encode(&message, form)?);
+                    list.push(provider.encode(&message, form)?);
                 }
                 self.has_prompt |= history[self.covered..stop].iter().any(is_prompt);
                 self.covered = stop;
@@ -143,14 +145,13 @@ impl OutboundCache {
             self.last_id = Some(history[end - 1].id.clone());
         }
         Some(CachedStart {
-            encoded: self.encoded.clone(),
+            encoded: Arc::clone(&self.encoded),
             rest_from: self.covered,
         })
     }
 
     fn push(&mut self, message: EncodedMessage) {
-        self.bytes += message.bytes();
-        self.encoded.push(Arc::new(message));
+        Arc::make_mut(&mut self.encoded).push(message);
     }
 
     fn still_valid(&self, key: &CacheKey, history: &[Message]) -> bool {
@@ -244,8 +245,48 @@ mod tests {
         let mut rest = Vec::new();
         project_range(&history[start.rest_from..], ctx, true, &mut rest);
         let cached = openai::request_bytes(&request(start.encoded, rest)).to_bytes();
-        let plain = openai::request_bytes(&request(Vec::new(), project(history, ctx))).to_bytes();
+        let plain =
+            openai::request_bytes(&request(Default::default(), project(history, ctx))).to_bytes();
         (cached, plain)
+    }
+
+    /// A request gets the cache's list itself, not a copy; once it is gone the cache appends
+    /// to that same list, and a list a request still holds never changes under it.
+    #[test]
+    fn requests_share_the_cached_list_and_the_cache_extends_it_in_place() {
+        let mut cache = OutboundCache::default();
+        let context = ctx("m", "<turn-context>ask</turn-context>");
+        let mut history = vec![user("first")];
+        for n in 0..3 {
+            round(&mut history, n);
+        }
+        history.push(Message::assistant("answer".into(), vec![], "t"));
+        let first = cache
+            .start(&history, &context, &provider(), FORM, history.len())
+            .unwrap();
+        let (list, covered) = (Arc::as_ptr(&first.encoded), first.encoded.len());
+        assert!(covered > 0);
+        assert!(
+            Arc::ptr_eq(&first.encoded, &cache.encoded),
+            "shared, not copied"
+        );
+        drop(first);
+        history.push(user("second"));
+        history.push(Message::assistant("more".into(), vec![], "t"));
+        let second = cache
+            .start(&history, &context, &provider(), FORM, history.len())
+            .unwrap();
+        assert_eq!(Arc::as_ptr(&second.encoded), list, "extended in place");
+        assert_eq!(second.encoded.len(), covered + 2);
+        let held = second.encoded;
+        history.push(user("third"));
+        history.push(Message::assistant("again".into(), vec![], "t"));
+        let third = cache
+            .start(&history, &context, &provider(), FORM, history.len())
+            .unwrap();
+        assert_eq!(held.len(), covered + 2, "a held list never changes");
+        assert_eq!(third.encoded.len(), covered + 4);
+        assert!(!Arc::ptr_eq(&held, &third.encoded));
     }
 
     #[test]

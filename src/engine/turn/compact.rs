@@ -111,7 +111,7 @@ impl Turn {
             )));
         }
         let request = ProviderRequest {
-            encoded: Vec::new(),
+            encoded: Default::default(),
             model: model.name.clone(),
             system: compaction::SUMMARY_INSTRUCTIONS.to_owned(),
             messages,

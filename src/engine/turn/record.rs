@@ -137,7 +137,7 @@ impl Turn {
             });
         }
         if let Some(entries) = &diff_entries {
-            message.meta.diff = serde_json::to_value(entries).ok().map(Box::new);
+            message.meta.diff = crate::engine::history::StoredJson::from_serialize(&entries);
         }
         self.session.commit(message);
         self.emit(Event::ToolCallUpdate {

@@ -153,7 +153,10 @@ impl Turn {
             let Some(start) = cache.start(history, &ctx, provider, form, limit) else {
                 // Uncached (a provider that reads typed messages, or a view without a prompt):
                 // the whole projection, typed.
-                return (Vec::new(), project(&self.with_reminders(history, 0), &ctx));
+                return (
+                    Default::default(),
+                    project(&self.with_reminders(history, 0), &ctx),
+                );
             };
             let rest = self.with_reminders(&history[start.rest_from..], start.rest_from);
             let mut messages = Vec::new();

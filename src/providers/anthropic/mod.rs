@@ -335,7 +335,7 @@ mod tests {
 
     fn request(messages: Vec<OutboundMessage>) -> ProviderRequest {
         ProviderRequest {
-            encoded: Vec::new(),
+            encoded: Default::default(),
             model: "claude-sonnet-4-5".into(),
             system: "be brief".into(),
             messages,
@@ -562,7 +562,7 @@ mod tests {
             "additionalProperties": false
         }));
         let request = ProviderRequest {
-            encoded: Vec::new(),
+            encoded: Default::default(),
             model: "m".into(),
             system: String::new(),
             messages: vec![OutboundMessage::User {

@@ -79,8 +79,8 @@ pub fn encode_message(message: &OutboundMessage, form: MessageForm) -> EncodedMe
 /// The body of one streamed Messages request: settings, tools and system prompt first, the
 /// messages last (see [`Body::with_head`]).
 pub fn request_bytes(request: &ProviderRequest) -> Body {
-    let all = request.encoded_messages(encode_message);
-    let mut messages = wire::merge_by_role(&all);
+    let rest = request.encode_rest(encode_message);
+    let mut messages = wire::merge_by_role(request.all_encoded(&rest));
     if messages.first().map(|(role, _)| *role) == Some("assistant") {
         messages.insert(
             0,
@@ -280,7 +280,7 @@ mod tests {
             });
         }
         let request = ProviderRequest {
-            encoded: Vec::new(),
+            encoded: Default::default(),
             model: "m".into(),
             system: String::new(),
             messages,

@@ -146,8 +146,8 @@ pub fn encode_message(message: &OutboundMessage, form: MessageForm) -> EncodedMe
 /// The body of one `streamGenerateContent` request: system prompt, tools and settings first,
 /// the contents last (see [`Body::with_head`]).
 pub fn request_bytes(request: &ProviderRequest) -> Body {
-    let all = request.encoded_messages(encode_message);
-    let mut contents = wire::merge_by_role(&all);
+    let rest = request.encode_rest(encode_message);
+    let mut contents = wire::merge_by_role(request.all_encoded(&rest));
     if request.model.contains("gemini-3") {
         sign_current_turn(&mut contents);
     }
@@ -416,7 +416,7 @@ mod tests {
             extras,
         };
         let request = ProviderRequest {
-            encoded: Vec::new(),
+            encoded: Default::default(),
             model: "gemini-2.5-pro".into(),
             system: "be brief".into(),
             messages: vec![
@@ -504,7 +504,7 @@ mod tests {
             parts: vec![OutboundPart::Text(t.into())],
         };
         let mut request = ProviderRequest {
-            encoded: Vec::new(),
+            encoded: Default::default(),
             model: "gemini-3-pro-preview".into(),
             system: String::new(),
             messages: vec![
@@ -565,7 +565,7 @@ mod tests {
             "additionalProperties": false
         });
         let request = ProviderRequest {
-            encoded: Vec::new(),
+            encoded: Default::default(),
             model: "gemini-2.5-pro".into(),
             system: String::new(),
             messages: Vec::new(),
