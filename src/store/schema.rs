@@ -221,7 +221,7 @@ pub(crate) fn configure(conn: &Connection) -> rusqlite::Result<()> {
     // the process's resident set for as long as the connection lived, so resuming a session
     // of 5,000 messages kept its whole database file resident (about 1.3 MB per 1,000
     // messages, `bench -- history`). Reads copy pages with pread into SQLite's own page cache,
-    // which is bounded (2 MiB per connection); the file stays in the kernel's page cache.
+    // which is bounded (below); the file stays in the kernel's page cache.
     conn.pragma_update(None, "mmap_size", 0)?;
     // A page cache of 512 KiB, not SQLite's 2 MiB: a session's rows are read once, in order,
     // when it is resumed (the kernel's page cache keeps the file anyway), and writes append,
