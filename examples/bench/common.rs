@@ -133,7 +133,6 @@ pub fn wait_or_kill(child: &mut Child, timeout: Duration) -> Result<()> {
     .into())
 }
 
-/// VmRSS of a live process, in KiB.
 /// Drop a binary's pages from the kernel's page cache before its idle memory is sampled, so
 /// every binary is measured from the same state: read back from disk by the first sample. A
 /// binary the linker (or `cp`) has just written sits in the cache as it was written, and its
@@ -149,6 +148,7 @@ pub fn drop_cached_pages(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// VmRSS of a live process, in KiB.
 pub fn rss_kib(pid: u32) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let line = status
