@@ -115,9 +115,12 @@ function h.write(path, text)
 end
 
 --- Request bodies the mock received, decoded, oldest first.
+--- Only complete lines count: the mock may be appending one while we read (a long line spans
+--- pages, and a reader can see the first before the rest is copied).
 function h.requests()
   local out = {}
   local text = ctx and ctx.mock and h.read(ctx.mock.log) or ''
+  text = text:match('^(.*\n)') or ''
   for line in text:gmatch('[^\n]+') do
     table.insert(out, vim.json.decode(line))
   end
