@@ -4,6 +4,10 @@
 //! - `POST /_mock/enqueue` with a JSON list of responses (see `json_script.rs`) appends them to
 //!   the queue; answers `{"queued": N}` (N: how many are waiting now), or a 400 naming the
 //!   response and step at fault.
+//! - `DELETE /_mock/queue` drops every response still queued and answers `{"dropped": N}`: a
+//!   suite that shares one mock across tests drains it after each test, so a test whose waits
+//!   ended before its turn took its responses fails itself instead of feeding its answers to the
+//!   next test.
 //! - `POST /_mock/gates/NAME/open` opens the gate `NAME` (scripts pause on it with
 //!   `{"wait": "NAME"}`); opening is permanent, so it may come before the stream gets there.
 //! - `GET /_mock/gates/NAME[?min_reached=N&timeout_ms=T]` answers `{"open", "reached"}`, waiting
@@ -53,6 +57,10 @@ pub(crate) async fn handle(
                 Err(e) => (400, json!({"error": e.to_string()})),
             },
         },
+        ("DELETE", ["queue"]) => {
+            let dropped = shared.update(|st| std::mem::take(&mut st.queue).len());
+            (200, json!({"dropped": dropped}))
+        }
         ("POST", ["gates", name, "open"]) => {
             shared.gate_named(name).open();
             (200, json!({"open": true}))

@@ -246,6 +246,22 @@ fn enqueue_and_gates_over_the_control_endpoints() {
     );
     assert_eq!(json_of(&body)["requests"][0]["finished"], true);
 
+    // Draining: what is still queued is dropped and counted, and the next stream finds nothing.
+    let leftovers = json!([[{"text": "never taken"}], [{"text": "nor this"}]]);
+    let (status, _) = http(cli.port, "POST", "/_mock/enqueue", &leftovers.to_string());
+    assert_eq!(status, 200);
+    let (status, body) = http(cli.port, "DELETE", "/_mock/queue", "");
+    assert_eq!((status, json_of(&body)), (200, json!({"dropped": 2})));
+    let (_, body) = http(cli.port, "GET", "/_mock/requests", "");
+    assert_eq!(json_of(&body)["queued"], 0);
+    let (_, body) = http(cli.port, "POST", CHAT, &chat_body("after the drain"));
+    assert!(
+        body.contains("(mock: no scripted response left)") && !body.contains("never taken"),
+        "{body}"
+    );
+    let (_, body) = http(cli.port, "DELETE", "/_mock/queue", "");
+    assert_eq!(json_of(&body), json!({"dropped": 0}));
+
     let (status, body) = http(
         cli.port,
         "POST",

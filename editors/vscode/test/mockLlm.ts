@@ -81,6 +81,19 @@ export class MockLlm {
     if (answer.status !== 200) throw new Error(`the mock refused the responses: ${answer.body}`);
   }
 
+  /**
+   * Drops the responses still queued and rejects, naming how many, when there were any. A suite that
+   * shares this mock calls it after each test: a test whose last wait ended before its turn took its
+   * responses (an `idle` seen before the turn even started) then fails itself, instead of handing its
+   * answers to the next test, which would fail in its place.
+   */
+  async expectDrained(): Promise<void> {
+    const answer = await this.call('DELETE', '/_mock/queue');
+    if (answer.status !== 200) throw new Error(`the mock did not drain its queue: ${answer.status} ${answer.body}`);
+    const { dropped } = JSON.parse(answer.body) as { dropped: number };
+    if (dropped > 0) throw new Error(`${dropped} scripted response(s) were left in the mock's queue: the test ended before a turn took them (await the turn's answer, not only idle)`);
+  }
+
   /** Resolves once `n` requests have arrived (a condition to await instead of sleeping). */
   waitForRequests(n: number, timeoutMs = 10_000): Promise<void> {
     return waitFor(() => {

@@ -139,6 +139,7 @@ describe('the extension in a fake VS Code host', () => {
   });
   afterEach(async () => {
     await ext.deactivate();
+    await llm.expectDrained();
   });
   after(async () => {
     (childProcess as { spawn: unknown }).spawn = realSpawn;
@@ -1199,7 +1200,7 @@ describe('the extension in a fake VS Code host', () => {
     const announced = () => fake.messages.filter((m) => m.level === 'warning' && /\.mcp\.json defines the MCP server "w"/.test(m.text));
     await waitFor(() => announced().length === 1, 10_000, 'the notification');
     assert.deepEqual(announced()[0].actions, ['Trust and start', 'Show MCP Servers']);
-    await waitFor(() => idle(view), 10_000, 'the turn');
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'hi'), 10_000, 'the turn');
     // Both the event and mcp/status reported it untrusted, and the pick below asks again: still one notification.
 
     const why = viewMeta(view).mcp[0].error;
@@ -1232,7 +1233,7 @@ describe('the extension in a fake VS Code host', () => {
     await waitFor(() => mcpBar().text === '$(warning) MCP 0/1', 10_000, `the status bar from the event (${mcpBar().text})`);
     assert.ok(sentOf('mcp/status').length >= 1, 'mcp/status was asked (and failed)');
     assert.ok(fake.output.some((l) => /mcp\/status failed/.test(l)), 'its failure is logged');
-    await waitFor(() => idle(view), 10_000, 'the turn');
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'hi'), 10_000, 'the turn');
     assert.deepEqual(fake.messages.filter((m) => m.level === 'error'), [], 'and not shown as an error');
   });
 
@@ -1248,7 +1249,7 @@ describe('the extension in a fake VS Code host', () => {
     await waitFor(() => sentOf('mcp/trust').length === 1, 30_000, 'the trust from the notification');
     assert.equal(sentOf('mcp/trust')[0].params.server, 'w');
     await waitFor(() => viewMeta(view)?.mcp?.[0]?.status === 'ready', 30_000, 'the trusted server ready');
-    await waitFor(() => idle(view), 10_000, 'the turn');
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'first'), 10_000, 'the turn');
     const notices = fake.messages.filter((m) => /\.mcp\.json defines/.test(m.text)).length;
     assert.equal(notices, 1);
 
@@ -1257,7 +1258,7 @@ describe('the extension in a fake VS Code host', () => {
     await waitFor(() => viewMeta(view)?.sessionId && viewMeta(view)?.mcp?.[0]?.status === 'ready', 30_000, 'the second session\'s server ready without a trust');
     assert.equal(sentOf('mcp/trust').length, 1, 'trusted once for the folder');
     assert.equal(fake.messages.filter((m) => /\.mcp\.json defines/.test(m.text)).length, notices, 'not announced again');
-    await waitFor(() => idle(view), 10_000, 'the second turn');
+    await waitFor(() => idle(view) && viewItems(view).some((i) => i.type === 'assistant' && i.text === 'second'), 10_000, 'the second turn');
   });
 
   test('slash commands from the chat: the completion gets the project command, /status shows its block without a turn, a custom command runs a turn shown as typed, /fork opens the new session', async () => {

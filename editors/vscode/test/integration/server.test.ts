@@ -1,6 +1,6 @@
 // Integration tests: the extension's client module (TandemClient, Supervisor, ChatState) against the real
 // tandem binary, with the mock OpenAI-compatible LLM on loopback. Each test drives a full turn over stdio.
-import { after, before, describe, test } from 'node:test';
+import { after, afterEach, before, describe, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -16,6 +16,10 @@ describe('tandem serve through the extension client', () => {
 
   before(async () => {
     llm = await new MockLlm().start();
+  });
+  // Each test closes its own server; what it queued and no turn took fails it here (see expectDrained).
+  afterEach(async () => {
+    await llm.expectDrained();
   });
   after(async () => {
     await llm.close();

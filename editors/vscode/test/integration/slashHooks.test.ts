@@ -3,7 +3,7 @@
 // command, a file added later), a custom command's turn (the model gets the expanded text, session/load keeps the
 // text as typed), `/status` answered without a turn, and hooks/list + hooks/trust with the hooks running after
 // the trust (hookRan events folded into the chat, a blocking hook's exit 2).
-import { after, before, describe, test } from 'node:test';
+import { after, afterEach, before, describe, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -30,6 +30,10 @@ describe('slash commands and hooks through the extension client', () => {
 
   before(async () => {
     llm = await new MockLlm().start();
+  });
+  // Each test closes its own server; what it queued and no turn took fails it here (see expectDrained).
+  afterEach(async () => {
+    await llm.expectDrained();
   });
   after(async () => {
     await llm.close();
